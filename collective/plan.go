@@ -1,0 +1,270 @@
+package collective
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// Kind names a family of collective patterns.
+type Kind string
+
+// The pattern kinds.
+const (
+	KindAlltoall     Kind = "alltoall"
+	KindMulticast    Kind = "multicast"
+	KindRedistribute Kind = "redistribute"
+)
+
+// Algorithm names a planner.
+type Algorithm string
+
+// Total-exchange planners (Bhat, Prasanna, Raghavendra).
+const (
+	Caterpillar Algorithm = "caterpillar"
+	MaxMatch    Algorithm = "maxmatch"
+	MinMatch    Algorithm = "minmatch"
+	Greedy      Algorithm = "greedy"
+	OpenShop    Algorithm = "openshop"
+)
+
+// Multiple-multicast planners (Wu, Yeh, Liu); the P suffix marks the
+// preemptive variants of section 5.
+const (
+	FEF  Algorithm = "fef"
+	ECF  Algorithm = "ecf"
+	WR   Algorithm = "wr"
+	EAF  Algorithm = "eaf"
+	RR   Algorithm = "rr"
+	RRS  Algorithm = "rrs"
+	ECFP Algorithm = "ecfp"
+	WRP  Algorithm = "wrp"
+	EAFP Algorithm = "eafp"
+	RRP  Algorithm = "rrp"
+	RRSP Algorithm = "rrsp"
+)
+
+// Redistribution planners (Jeannot, Wagner).
+const (
+	BruteForce Algorithm = "bruteforce"
+	GGP        Algorithm = "ggp"
+	OGGP       Algorithm = "oggp"
+)
+
+// Auto plans with every applicable planner (within a cost budget) and keeps
+// the plan with the lowest predicted completion.
+const Auto Algorithm = "auto"
+
+// Algorithms returns the planners of a kind, in a fixed order, without Auto.
+func Algorithms(k Kind) []Algorithm {
+	switch k {
+	case KindAlltoall:
+		return []Algorithm{Caterpillar, MaxMatch, MinMatch, Greedy, OpenShop}
+	case KindMulticast:
+		return []Algorithm{FEF, ECF, WR, EAF, RR, RRS, ECFP, WRP, EAFP, RRP, RRSP}
+	case KindRedistribute:
+		return []Algorithm{BruteForce, GGP, OGGP}
+	}
+	return nil
+}
+
+// KindOf returns the kind an algorithm plans for, or "" if unknown. Auto
+// belongs to every kind and returns "".
+func KindOf(a Algorithm) Kind {
+	for _, k := range []Kind{KindAlltoall, KindMulticast, KindRedistribute} {
+		for _, b := range Algorithms(k) {
+			if a == b {
+				return k
+			}
+		}
+	}
+	return ""
+}
+
+// Plan is a schedule, plain data. Exactly one of Transfers (alltoall),
+// Tasks (multicast) and Steps (redistribute) is used, by Kind.
+//
+// Times are seconds from the start of the collective as predicted under the
+// model the plan was made (or simulated) with. The executor records what
+// really happened in the same shape.
+type Plan struct {
+	Kind      Kind      `json:"kind"`
+	Algorithm Algorithm `json:"algorithm"`
+	// Ranks is the number of ranks (alltoall, multicast) or senders +
+	// receivers (redistribute).
+	Ranks int `json:"ranks"`
+	// Predicted is the predicted completion time (the makespan).
+	Predicted float64 `json:"predicted_completion"`
+	// LowerBound is the planner family's lower bound for the problem.
+	LowerBound float64 `json:"lower_bound"`
+
+	// Transfers lists every message of a total exchange.
+	Transfers []Transfer `json:"-"`
+	// Tasks lists every point-to-point send of a multiple multicast,
+	// including relays.
+	Tasks []Task `json:"-"`
+	// Steps lists the synchronous steps of a redistribution.
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// Transfer is one message of a total exchange. Each rank has one send port
+// and one receive port (the paper's one-port model): SendSeq is the
+// position of this transfer among Src's sends, RecvSeq its position among
+// Dst's receives. A transfer starts when it is next in both orders and both
+// ports are free.
+type Transfer struct {
+	Src     int     `json:"src"`
+	Dst     int     `json:"dst"`
+	Bytes   int64   `json:"bytes"`
+	Start   float64 `json:"start"`
+	End     float64 `json:"end"`
+	SendSeq int     `json:"send_seq"`
+	RecvSeq int     `json:"recv_seq"`
+}
+
+// Task is one send of a multiple multicast, from Src (the message's source
+// or a relay that already holds it) to Dst. Each node executes one list of
+// tasks, its sends and receives interleaved: SendSeq is this task's
+// position in Src's list, RecvSeq its position in Dst's list. Sends are
+// non-blocking (the sender is busy for S), receives blocking (the receiver
+// is busy from the end of its previous task until RecvEnd).
+type Task struct {
+	Message   int     `json:"message"`
+	Src       int     `json:"src"`
+	Dst       int     `json:"dst"`
+	Bytes     int64   `json:"bytes"`
+	SendStart float64 `json:"send_start"`
+	SendEnd   float64 `json:"send_end"`
+	Arrival   float64 `json:"arrival"`
+	RecvEnd   float64 `json:"recv_end"`
+	SendSeq   int     `json:"send_seq"`
+	RecvSeq   int     `json:"recv_seq"`
+}
+
+// Step is one synchronous step of a redistribution: at most k transfers, no
+// node twice. Duration is the setup time plus the longest transfer, from
+// the real byte counts.
+type Step struct {
+	Duration  float64        `json:"duration"`
+	Transfers []StepTransfer `json:"transfers"`
+}
+
+// StepTransfer moves Bytes bytes from sender Src (index in the first
+// cluster) to receiver Dst (index in the second cluster) during one step.
+type StepTransfer struct {
+	Src   int   `json:"src"`
+	Dst   int   `json:"dst"`
+	Bytes int64 `json:"bytes"`
+}
+
+// SendOrder returns the indices into p.Transfers of rank's sends, in its
+// planned order.
+func (p *Plan) SendOrder(rank int) []int {
+	var idx []int
+	for i, t := range p.Transfers {
+		if t.Src == rank {
+			idx = append(idx, i)
+		}
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return p.Transfers[idx[a]].SendSeq < p.Transfers[idx[b]].SendSeq })
+	return idx
+}
+
+// RecvOrder returns the indices into p.Transfers of rank's receives, in its
+// planned order.
+func (p *Plan) RecvOrder(rank int) []int {
+	var idx []int
+	for i, t := range p.Transfers {
+		if t.Dst == rank {
+			idx = append(idx, i)
+		}
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return p.Transfers[idx[a]].RecvSeq < p.Transfers[idx[b]].RecvSeq })
+	return idx
+}
+
+// NodeTasks returns a multicast node's task list: indices into p.Tasks of
+// the tasks it sends or receives, in its planned order.
+func (p *Plan) NodeTasks(node int) []int {
+	type ent struct{ seq, idx int }
+	var es []ent
+	for i, t := range p.Tasks {
+		if t.Src == node {
+			es = append(es, ent{t.SendSeq, i})
+		}
+		if t.Dst == node {
+			es = append(es, ent{t.RecvSeq, i})
+		}
+	}
+	sort.SliceStable(es, func(a, b int) bool { return es[a].seq < es[b].seq })
+	idx := make([]int, len(es))
+	for i, e := range es {
+		idx[i] = e.idx
+	}
+	return idx
+}
+
+// planJSON is the wire shape of a Plan: total-exchange transfers and
+// multicast tasks both appear under "ops".
+type planJSON struct {
+	Kind       Kind            `json:"kind"`
+	Algorithm  Algorithm       `json:"algorithm"`
+	Ranks      int             `json:"ranks"`
+	Predicted  float64         `json:"predicted_completion"`
+	LowerBound float64         `json:"lower_bound"`
+	Ops        json.RawMessage `json:"ops,omitempty"`
+	Steps      []Step          `json:"steps,omitempty"`
+}
+
+// MarshalJSON writes the documented plan format (docs/plan-format.md).
+func (p *Plan) MarshalJSON() ([]byte, error) {
+	w := planJSON{Kind: p.Kind, Algorithm: p.Algorithm, Ranks: p.Ranks, Predicted: p.Predicted, LowerBound: p.LowerBound, Steps: p.Steps}
+	var err error
+	switch p.Kind {
+	case KindAlltoall:
+		ops := p.Transfers
+		if ops == nil {
+			ops = []Transfer{}
+		}
+		w.Ops, err = json.Marshal(ops)
+	case KindMulticast:
+		ops := p.Tasks
+		if ops == nil {
+			ops = []Task{}
+		}
+		w.Ops, err = json.Marshal(ops)
+	case KindRedistribute:
+		if w.Steps == nil {
+			w.Steps = []Step{}
+		}
+	default:
+		return nil, fmt.Errorf("collective: plan has unknown kind %q", p.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the documented plan format.
+func (p *Plan) UnmarshalJSON(b []byte) error {
+	var w planJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = Plan{Kind: w.Kind, Algorithm: w.Algorithm, Ranks: w.Ranks, Predicted: w.Predicted, LowerBound: w.LowerBound, Steps: w.Steps}
+	switch w.Kind {
+	case KindAlltoall:
+		if len(w.Ops) > 0 {
+			return json.Unmarshal(w.Ops, &p.Transfers)
+		}
+	case KindMulticast:
+		if len(w.Ops) > 0 {
+			return json.Unmarshal(w.Ops, &p.Tasks)
+		}
+	case KindRedistribute:
+	default:
+		return fmt.Errorf("collective: plan has unknown kind %q", w.Kind)
+	}
+	return nil
+}

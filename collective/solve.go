@@ -1,0 +1,103 @@
+package collective
+
+import (
+	"fmt"
+)
+
+// Options tunes planning. The zero value is valid.
+type Options struct {
+	// Seed seeds the randomised planners (rrs, rrsp). Plans are a pure
+	// function of the inputs and the seed.
+	Seed int64
+}
+
+// autoLimits bounds what Auto tries, so that it stays cheap: planners whose
+// cost grows fastest are skipped above these sizes.
+var autoLimits = map[Algorithm]int{
+	MaxMatch: 64, // O(P^4)
+	MinMatch: 64,
+	ECF:      48, // O(N^4)
+	ECFP:     48,
+	FEF:      128,
+}
+
+// Solve plans a problem with the named algorithm (or Auto).
+func Solve(pr *Problem, algo Algorithm, opt Options) (*Plan, error) {
+	if err := pr.Validate(); err != nil {
+		return nil, err
+	}
+	switch pr.Kind {
+	case KindAlltoall:
+		return PlanExchange(pr.Model(), pr.Exchange(), algo, opt)
+	case KindMulticast:
+		return PlanMulticast(pr.Model(), pr.Multicast(), algo, opt)
+	case KindRedistribute:
+		return PlanRedistribution(pr.Redistribution(), algo, opt)
+	}
+	return nil, fmt.Errorf("%w: unknown kind %q", ErrProblem, pr.Kind)
+}
+
+// SimulatePlan evaluates plan under the problem's model with the execution
+// rules of its kind and returns a copy with every time recomputed.
+func SimulatePlan(pr *Problem, plan *Plan) (*Plan, error) {
+	if plan.Kind != pr.Kind {
+		return nil, fmt.Errorf("collective: plan kind %q does not match problem kind %q", plan.Kind, pr.Kind)
+	}
+	switch pr.Kind {
+	case KindAlltoall:
+		return SimulateExchange(pr.Model(), plan)
+	case KindMulticast:
+		return SimulateMulticast(pr.Model(), plan)
+	case KindRedistribute:
+		return SimulateRedistribution(pr.Redistribution(), plan)
+	}
+	return nil, fmt.Errorf("%w: unknown kind %q", ErrProblem, pr.Kind)
+}
+
+// ValidatePlan checks that plan is a valid schedule of the problem's
+// pattern, with a precise error when it is not.
+func ValidatePlan(pr *Problem, plan *Plan) error {
+	if plan.Kind != pr.Kind {
+		return fmt.Errorf("collective: plan kind %q does not match problem kind %q", plan.Kind, pr.Kind)
+	}
+	switch pr.Kind {
+	case KindAlltoall:
+		return ValidateExchange(pr.Exchange(), plan)
+	case KindMulticast:
+		return ValidateMulticast(pr.Multicast(), plan)
+	case KindRedistribute:
+		return ValidateRedistribution(pr.Redistribution(), plan)
+	}
+	return fmt.Errorf("%w: unknown kind %q", ErrProblem, pr.Kind)
+}
+
+// checkAlgo rejects an algorithm that does not plan kind k.
+func checkAlgo(k Kind, algo Algorithm) error {
+	if algo == Auto || KindOf(algo) == k {
+		return nil
+	}
+	if KindOf(algo) == "" {
+		return fmt.Errorf("collective: unknown algorithm %q (for %s: %v or auto)", algo, k, Algorithms(k))
+	}
+	return fmt.Errorf("collective: algorithm %q plans %s, not %s", algo, KindOf(algo), k)
+}
+
+// planAuto runs every planner of kind k that is cheap enough for size n
+// and keeps the plan with the lowest predicted completion (the first in
+// Algorithms order on ties).
+func planAuto(k Kind, n int, plan func(Algorithm) (*Plan, error)) (*Plan, error) {
+	var best *Plan
+	for _, a := range Algorithms(k) {
+		if lim, ok := autoLimits[a]; ok && n > lim {
+			continue
+		}
+		p, err := plan(a)
+		if err != nil {
+			return nil, err
+		}
+		if best == nil || p.Predicted < best.Predicted {
+			best = p
+		}
+	}
+	return best, nil
+}
