@@ -1,0 +1,47 @@
+// Command hetbench plans collectives from JSON problems, reproduces the
+// papers' simulation studies, and runs live benchmarks.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/hetcomm/hetcomm/bench"
+)
+
+var commands = []struct {
+	name, help string
+	run        func(args []string, stdout, stderr io.Writer) int
+}{
+	{"plan", "plan one collective from a problem JSON file", bench.PlanCommand},
+	{"sim", "reproduce a paper's simulation study", bench.SimCommand},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: hetbench COMMAND [flags]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.help)
+	}
+	fmt.Fprintf(w, "\nRun 'hetbench COMMAND -h' for a command's flags.\n")
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(bench.ExitUsage)
+	}
+	switch os.Args[1] {
+	case "-h", "-help", "--help", "help":
+		usage(os.Stdout)
+		return
+	}
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			os.Exit(c.run(os.Args[2:], os.Stdout, os.Stderr))
+		}
+	}
+	fmt.Fprintf(os.Stderr, "hetbench: unknown command %q\n", os.Args[1])
+	usage(os.Stderr)
+	os.Exit(bench.ExitUsage)
+}
