@@ -1,0 +1,377 @@
+// Package launch starts the ranks of a hetcomm job, locally or through an
+// ssh-like agent, prefixes their output with their rank, forwards signals,
+// and tears everything down when one rank fails. cmd/hetrun is a thin
+// command-line front end; hetbench uses it for live runs.
+package launch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hetcomm/hetcomm/comm"
+)
+
+// Spec describes one job.
+type Spec struct {
+	// N is the number of ranks.
+	N int
+	// Program is the executable every rank runs, with Args.
+	Program string
+	Args    []string
+	// Hosts places ranks round-robin on these hosts through Rsh. Empty:
+	// every rank runs locally.
+	Hosts []string
+	// Rsh is the agent used for hosts, called as `Rsh HOST COMMAND`
+	// (default "ssh"). COMMAND is one shell command line.
+	Rsh string
+	// Transport is tcp, quic, udp or tls (default tcp).
+	Transport string
+	// Timeout is passed to the ranks as HETCOMM_TIMEOUT (0: comm's default).
+	Timeout time.Duration
+	// Coord overrides the coordinator address (host:port).
+	Coord string
+	// Env is added to every rank's environment (KEY=VALUE).
+	Env []string
+	// RankEnv, if set, adds per-rank variables.
+	RankEnv func(rank int) []string
+	// Stdout and Stderr receive the ranks' output, each line prefixed with
+	// "[rank] " unless NoPrefix.
+	Stdout, Stderr io.Writer
+	NoPrefix       bool
+	// Grace is how long ranks get between SIGTERM and SIGKILL (default 3s).
+	Grace time.Duration
+	// Secret is the job secret (default: a fresh random one).
+	Secret string
+	// Job is the job id (default: derived from the launcher's pid and time).
+	Job string
+}
+
+// RankError reports a rank that failed.
+type RankError struct {
+	Rank   int
+	Host   string // empty when local
+	Status int    // exit status, or -1 when killed by a signal
+	Signal syscall.Signal
+	Err    error // a failure to start, if that is what happened
+}
+
+func (e *RankError) Error() string {
+	where := ""
+	if e.Host != "" {
+		where = " on " + e.Host
+	}
+	switch {
+	case e.Err != nil:
+		return fmt.Sprintf("rank %d%s failed to start: %v", e.Rank, where, e.Err)
+	case e.Status < 0:
+		return fmt.Sprintf("rank %d%s was killed by signal %v", e.Rank, where, e.Signal)
+	default:
+		return fmt.Sprintf("rank %d%s exited with status %d", e.Rank, where, e.Status)
+	}
+}
+
+// ExitCode is the status a launcher should exit with for this failure.
+func (e *RankError) ExitCode() int {
+	if e.Status > 0 && e.Status < 126 {
+		return e.Status
+	}
+	if e.Status < 0 {
+		return 128 + int(e.Signal)
+	}
+	return 1
+}
+
+// ErrInterrupted is returned when the job was stopped by ctx (for
+// example on Ctrl-C) before every rank finished.
+var ErrInterrupted = errors.New("launch: interrupted")
+
+type proc struct {
+	rank int
+	host string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  *RankError // nil when the rank exited 0
+	wg   sync.WaitGroup
+}
+
+// Run starts the job and waits for it. It returns nil when every rank
+// exited 0, a *RankError naming the first rank that failed (after stopping
+// the others), or ErrInterrupted when ctx ended first (after stopping
+// every rank).
+func Run(ctx context.Context, s Spec) error {
+	if s.N < 1 {
+		return fmt.Errorf("launch: -n %d: need at least one rank", s.N)
+	}
+	if s.Program == "" {
+		return errors.New("launch: no program")
+	}
+	if s.Rsh == "" {
+		s.Rsh = "ssh"
+	}
+	if s.Transport == "" {
+		s.Transport = "tcp"
+	}
+	if s.Grace <= 0 {
+		s.Grace = 3 * time.Second
+	}
+	if s.Stdout == nil {
+		s.Stdout = os.Stdout
+	}
+	if s.Stderr == nil {
+		s.Stderr = os.Stderr
+	}
+	if s.Secret == "" {
+		s.Secret = comm.NewSecret()
+	}
+	if s.Job == "" {
+		s.Job = fmt.Sprintf("hetrun-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	}
+	host := func(rank int) string {
+		if len(s.Hosts) == 0 {
+			return ""
+		}
+		return s.Hosts[rank%len(s.Hosts)]
+	}
+	coord := s.Coord
+	if coord == "" {
+		var err error
+		if coord, err = pickCoord(host(0)); err != nil {
+			return err
+		}
+	}
+	localRank := map[string]int{}
+	outMu := &sync.Mutex{}
+	procs := make([]*proc, s.N)
+	for r := 0; r < s.N; r++ {
+		h := host(r)
+		b := comm.Bootstrap{Rank: r, Size: s.N, LocalRank: localRank[h], Coord: coord, Secret: []byte(s.Secret),
+			Job: s.Job, Transport: s.Transport, Timeout: s.Timeout}
+		if b.Timeout <= 0 {
+			b.Timeout = comm.DefaultTimeout
+		}
+		localRank[h]++
+		if h != "" {
+			b.Host = hostOnly(h)
+		}
+		env := append(b.Env(), s.Env...)
+		if s.RankEnv != nil {
+			env = append(env, s.RankEnv(r)...)
+		}
+		var cmd *exec.Cmd
+		if h == "" {
+			cmd = exec.Command(s.Program, s.Args...)
+			cmd.Env = append(os.Environ(), env...)
+		} else {
+			cmd = exec.Command(s.Rsh, h, remoteCommand(env, s.Program, s.Args))
+			cmd.Env = os.Environ()
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Stdin = nil
+		p := &proc{rank: r, host: h, cmd: cmd, done: make(chan struct{})}
+		procs[r] = p
+		if err := p.start(s, outMu); err != nil {
+			stopAll(procs[:r], s.Grace)
+			return err
+		}
+	}
+
+	failed := make(chan *proc, s.N)
+	for _, p := range procs {
+		go func(p *proc) {
+			p.wait()
+			if p.err != nil {
+				failed <- p
+			}
+		}(p)
+	}
+	allDone := make(chan struct{})
+	go func() {
+		for _, p := range procs {
+			<-p.done
+		}
+		close(allDone)
+	}()
+
+	select {
+	case <-allDone:
+		// Exits may race with each other: report the lowest failing rank.
+		for _, p := range procs {
+			if p.err != nil {
+				return p.err
+			}
+		}
+		return nil
+	case p := <-failed:
+		stopAll(procs, s.Grace)
+		<-allDone
+		return p.err
+	case <-ctx.Done():
+		stopAll(procs, s.Grace)
+		<-allDone
+		return ErrInterrupted
+	}
+}
+
+func (p *proc) start(s Spec, outMu *sync.Mutex) error {
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := p.cmd.Start(); err != nil {
+		p.err = &RankError{Rank: p.rank, Host: p.host, Err: err}
+		return p.err
+	}
+	prefix := ""
+	if !s.NoPrefix {
+		prefix = "[" + strconv.Itoa(p.rank) + "] "
+	}
+	p.wg.Add(2)
+	go copyLines(&p.wg, outMu, s.Stdout, stdout, prefix)
+	go copyLines(&p.wg, outMu, s.Stderr, stderr, prefix)
+	return nil
+}
+
+// wait reaps the process after its output is drained, and records how it
+// ended.
+func (p *proc) wait() {
+	p.wg.Wait()
+	err := p.cmd.Wait()
+	defer close(p.done)
+	if err == nil {
+		return
+	}
+	re := &RankError{Rank: p.rank, Host: p.host, Status: 1}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			re.Status, re.Signal = -1, ws.Signal()
+		} else {
+			re.Status = ee.ExitCode()
+		}
+	} else {
+		re.Err = err
+	}
+	p.err = re
+}
+
+// copyLines copies r to w line by line, each line prefixed, whole lines
+// at a time so that ranks' output does not interleave mid-line.
+func copyLines(wg *sync.WaitGroup, mu *sync.Mutex, w io.Writer, r io.Reader, prefix string) {
+	defer wg.Done()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadString('\n')
+		if len(line) > 0 {
+			if !strings.HasSuffix(line, "\n") {
+				line += "\n"
+			}
+			mu.Lock()
+			io.WriteString(w, prefix+line)
+			mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// stopAll sends SIGTERM to every rank's process group, then SIGKILL to
+// those still running after grace.
+func stopAll(procs []*proc, grace time.Duration) {
+	for _, p := range procs {
+		signalGroup(p, syscall.SIGTERM)
+	}
+	deadline := time.After(grace)
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-deadline:
+			for _, q := range procs {
+				signalGroup(q, syscall.SIGKILL)
+			}
+			return
+		}
+	}
+}
+
+func signalGroup(p *proc, sig syscall.Signal) {
+	if p == nil || p.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	// The rank leads its own process group (Setpgid), which also holds an
+	// agent's children.
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// pickCoord chooses the coordinator address: a free loopback port for a
+// local job, or a random high port on the first host.
+func pickCoord(host string) (string, error) {
+	if host == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("launch: finding a free port: %w", err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr, nil
+	}
+	return net.JoinHostPort(hostOnly(host), strconv.Itoa(20000+rand.IntN(20000))), nil
+}
+
+// hostOnly strips a "user@" prefix from an agent host argument.
+func hostOnly(h string) string {
+	if i := strings.LastIndexByte(h, '@'); i >= 0 {
+		return h[i+1:]
+	}
+	return h
+}
+
+// remoteCommand builds the shell command line an agent runs on a host:
+// change to the same directory when it exists there, then exec the program
+// with the job's environment.
+func remoteCommand(env []string, prog string, args []string) string {
+	var b strings.Builder
+	if wd, err := os.Getwd(); err == nil {
+		b.WriteString("cd " + ShellQuote(wd) + " 2>/dev/null; ")
+	}
+	b.WriteString("exec env")
+	for _, kv := range env {
+		b.WriteString(" " + ShellQuote(kv))
+	}
+	b.WriteString(" " + ShellQuote(prog))
+	for _, a := range args {
+		b.WriteString(" " + ShellQuote(a))
+	}
+	return b.String()
+}
+
+// ShellQuote quotes s as one word for a POSIX shell.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
