@@ -1,0 +1,241 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Frame I/O on byte streams. A frameWriter and a frameReader turn any
+// ordered byte stream with deadlines (a TCP or TLS connection, a QUIC
+// stream, a reliable UDP connection) into a message channel.
+
+// aLongTimeAgo is a deadline in the past, used to interrupt blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// coalesceMax is the largest payload copied next to its header so that the
+// message goes out in one write; larger payloads use vectored writes.
+const coalesceMax = 16 << 10
+
+// allocStep is the most a link allocates for a payload before its bytes
+// arrive. Larger payloads grow (by allocGrow times what has arrived) as
+// bytes come in, so a header that lies about its length costs nothing.
+const (
+	allocStep = 64 << 10
+	allocGrow = 8
+)
+
+// lock is a mutex whose acquisition can be abandoned when ctx ends or the
+// link closes.
+type lock chan struct{}
+
+func newLock() lock { return make(lock, 1) }
+
+func (l lock) acquire(ctx context.Context, closed <-chan struct{}) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closed:
+		return ErrClosed
+	}
+}
+
+func (l lock) release() { <-l }
+
+// interruptible runs op, and if ctx ends before op returns, sets a deadline
+// in the past with set so that op's blocking I/O returns. The deadline is
+// cleared afterwards.
+func interruptible(ctx context.Context, set func(time.Time) error, op func() error) error {
+	if ctx.Done() == nil {
+		return op()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = set(aLongTimeAgo)
+		close(fired)
+	})
+	err := op()
+	if !stop() {
+		<-fired
+		_ = set(time.Time{})
+	}
+	return err
+}
+
+// frameWriter writes framed messages to a byte stream.
+type frameWriter struct {
+	mu          lock
+	w           io.Writer
+	setDeadline func(time.Time) error
+	vectored    bool // w is a *net.TCPConn-like writer where net.Buffers uses writev
+	buf         []byte
+	bufs        net.Buffers
+	arr         [2][]byte
+}
+
+func newFrameWriter(w io.Writer, setDeadline func(time.Time) error, vectored bool) *frameWriter {
+	return &frameWriter{mu: newLock(), w: w, setDeadline: setDeadline, vectored: vectored,
+		buf: make([]byte, HeaderSize+coalesceMax)}
+}
+
+// write writes h (already complete) and payload. It reports how many bytes
+// reached the stream, so the caller knows whether a failure broke framing.
+// The caller holds mu.
+func (fw *frameWriter) write(ctx context.Context, h *Header, payload []byte) (int64, error) {
+	var n int64
+	err := interruptible(ctx, fw.setDeadline, func() error {
+		PutHeader(fw.buf, h)
+		if len(payload) <= coalesceMax {
+			m := copy(fw.buf[HeaderSize:], payload)
+			k, err := fw.w.Write(fw.buf[:HeaderSize+m])
+			n = int64(k)
+			return err
+		}
+		if fw.vectored {
+			fw.arr[0], fw.arr[1] = fw.buf[:HeaderSize], payload
+			fw.bufs = fw.arr[:]
+			k, err := fw.bufs.WriteTo(fw.w)
+			fw.arr[0], fw.arr[1], fw.bufs = nil, nil, nil
+			n = k
+			return err
+		}
+		k, err := fw.w.Write(fw.buf[:HeaderSize])
+		n = int64(k)
+		if err != nil {
+			return err
+		}
+		k, err = fw.w.Write(payload)
+		n += int64(k)
+		return err
+	})
+	return n, err
+}
+
+// frameReader reads framed messages from a byte stream.
+type frameReader struct {
+	mu          lock
+	r           *bufio.Reader
+	setDeadline func(time.Time) error
+	maxLen      uint64
+	job         uint64
+	peer        int
+	alloc       func(Header) []byte
+	hdr         [HeaderSize]byte
+}
+
+const readBufferSize = 64 << 10
+
+func newFrameReader(r io.Reader, setDeadline func(time.Time) error, cfg *Config, peer int) *frameReader {
+	return &frameReader{
+		mu:          newLock(),
+		r:           bufio.NewReaderSize(r, readBufferSize),
+		setDeadline: setDeadline,
+		maxLen:      uint64(cfg.MaxMessage),
+		job:         cfg.JobID,
+		peer:        peer,
+		alloc:       cfg.Alloc,
+	}
+}
+
+// read reads one message. started reports whether any byte of it was
+// consumed, i.e. whether a failure broke framing. The caller holds mu.
+func (fr *frameReader) read(ctx context.Context) (m Message, started bool, err error) {
+	// Wait for the first byte without consuming it: a ctx that ends here
+	// leaves the stream intact.
+	if err := interruptible(ctx, fr.setDeadline, func() error {
+		_, err := fr.r.Peek(1)
+		return err
+	}); err != nil {
+		return m, false, err
+	}
+	err = interruptible(ctx, fr.setDeadline, func() error {
+		if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+			return err
+		}
+		h, err := ParseHeader(fr.hdr[:], fr.maxLen)
+		if err != nil {
+			return err
+		}
+		if err := checkHeader(&h, fr.job, fr.peer); err != nil {
+			return err
+		}
+		m.Header = h
+		m.Payload, err = readPayload(fr.r, &h, fr.alloc)
+		return err
+	})
+	return m, true, err
+}
+
+// readPayload reads h.Len bytes from r into the buffer chosen by alloc, or
+// into a slice grown as the bytes arrive.
+func readPayload(r io.Reader, h *Header, alloc func(Header) []byte) ([]byte, error) {
+	n := int(h.Len)
+	if alloc != nil {
+		if b := alloc(*h); cap(b) >= n {
+			b = b[:n]
+			_, err := io.ReadFull(r, b)
+			return b, err
+		}
+	}
+	if n <= allocStep {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	b := make([]byte, 0, allocStep)
+	for len(b) < n {
+		if len(b) == cap(b) {
+			c := min(allocGrow*len(b), n)
+			nb := make([]byte, len(b), c)
+			copy(nb, b)
+			b = nb
+		}
+		k, err := io.ReadFull(r, b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// closer implements idempotent close with a quit channel.
+type closer struct {
+	once sync.Once
+	quit chan struct{}
+}
+
+func newCloser() closer { return closer{quit: make(chan struct{})} }
+
+func (c *closer) isClosed() bool {
+	select {
+	case <-c.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// close runs f once and reports whether this call did.
+func (c *closer) close(f func()) bool {
+	did := false
+	c.once.Do(func() {
+		close(c.quit)
+		f()
+		did = true
+	})
+	return did
+}

@@ -1,0 +1,371 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// streamLink is a Link over one reliable ordered byte stream (TCP, TLS,
+// reliable UDP). It is the "generic stream link": anything that implements
+// net.Conn can carry it.
+type streamLink struct {
+	kind Kind
+	conn net.Conn
+	cfg  *Config
+	peer int
+	w    *frameWriter
+	r    *frameReader
+	c    closer
+	// broken is set when framing was lost (a cancelled partial write or
+	// read, an invalid frame); the link is then closed.
+	broken atomic.Pointer[error]
+}
+
+var _ Link = (*streamLink)(nil)
+
+// newStreamLink wraps an authenticated connection.
+func newStreamLink(kind Kind, conn net.Conn, cfg *Config, peer int) *streamLink {
+	_, vectored := conn.(*net.TCPConn)
+	return &streamLink{
+		kind: kind,
+		conn: conn,
+		cfg:  cfg,
+		peer: peer,
+		w:    newFrameWriter(conn, conn.SetWriteDeadline, vectored),
+		r:    newFrameReader(conn, conn.SetReadDeadline, cfg, peer),
+		c:    newCloser(),
+	}
+}
+
+func (l *streamLink) Peer() int            { return l.peer }
+func (l *streamLink) Kind() Kind           { return l.kind }
+func (l *streamLink) LocalAddr() net.Addr  { return l.conn.LocalAddr() }
+func (l *streamLink) RemoteAddr() net.Addr { return l.conn.RemoteAddr() }
+
+func (l *streamLink) opErr(op string, err error) error {
+	return &OpError{Op: op, Transport: l.kind, Peer: l.peer, Addr: l.conn.RemoteAddr(), Err: err}
+}
+
+// deadErr returns the error for an operation on a closed or broken link.
+func (l *streamLink) deadErr() error {
+	if p := l.broken.Load(); p != nil {
+		return fmt.Errorf("%w: link broken: %w", ErrClosed, *p)
+	}
+	return ErrClosed
+}
+
+// breakLink records why framing was lost, logs it and closes the link.
+func (l *streamLink) breakLink(op string, err error) {
+	if l.broken.CompareAndSwap(nil, &err) {
+		l.cfg.Logger.Warn("transport: closing link", "op", op, "transport", l.kind.String(),
+			"peer", l.peer, "remote", l.conn.RemoteAddr().String(), "err", err)
+	}
+	l.Close()
+}
+
+func (l *streamLink) Send(ctx context.Context, h Header, payload []byte) error {
+	if h.Type == 0 {
+		return l.opErr("send", fmt.Errorf("%w: message type 0", ErrMalformed))
+	}
+	if int64(len(payload)) > l.cfg.MaxMessage {
+		return l.opErr("send", &FrameError{Field: "length", Value: uint64(len(payload)), Limit: uint64(l.cfg.MaxMessage), Err: ErrTooLarge})
+	}
+	if err := l.w.mu.acquire(ctx, l.c.quit); err != nil {
+		if errors.Is(err, ErrClosed) {
+			err = l.deadErr()
+		}
+		return l.opErr("send", err)
+	}
+	defer l.w.mu.release()
+	if l.c.isClosed() {
+		return l.opErr("send", l.deadErr())
+	}
+	h.Version, h.Job, h.Src, h.Len = Version, l.cfg.JobID, uint32(l.cfg.Rank), uint64(len(payload))
+	n, err := l.w.write(ctx, &h, payload)
+	if err == nil {
+		return nil
+	}
+	cerr := classify(ctx, err, l.c.isClosed())
+	if l.c.isClosed() {
+		cerr = l.deadErr()
+	} else if n > 0 && !errors.Is(cerr, ErrPeerClosed) {
+		l.breakLink("send", cerr)
+	}
+	return l.opErr("send", cerr)
+}
+
+func (l *streamLink) Recv(ctx context.Context) (Message, error) {
+	if err := l.r.mu.acquire(ctx, l.c.quit); err != nil {
+		if errors.Is(err, ErrClosed) {
+			err = l.deadErr()
+		}
+		return Message{}, l.opErr("recv", err)
+	}
+	defer l.r.mu.release()
+	if l.c.isClosed() {
+		return Message{}, l.opErr("recv", l.deadErr())
+	}
+	m, started, err := l.r.read(ctx)
+	if err == nil {
+		return m, nil
+	}
+	cerr := classify(ctx, err, l.c.isClosed())
+	var fe *FrameError
+	switch {
+	case l.c.isClosed():
+		cerr = l.deadErr()
+	case errors.As(cerr, &fe):
+		l.breakLink("recv", cerr)
+	case started && !errors.Is(cerr, ErrPeerClosed):
+		l.breakLink("recv", cerr)
+	}
+	return Message{}, l.opErr("recv", cerr)
+}
+
+func (l *streamLink) Close() error {
+	l.c.close(func() { _ = l.conn.Close() })
+	return nil
+}
+
+// streamListener accepts connections from a byte-stream listener, runs the
+// optional TLS upgrade and the membership handshake for each concurrently,
+// and queues authenticated links for Accept.
+type streamListener struct {
+	kind   Kind
+	cfg    *Config
+	accept func() (net.Conn, error) // the raw listener's Accept
+	addr   net.Addr
+	lnStop func() error // closes the raw listener
+	// upgrade, if set, wraps an accepted connection (TLS) before the
+	// handshake and returns the channel binding.
+	upgrade func(ctx context.Context, c net.Conn) (net.Conn, []byte, error)
+	// verify, if set, checks the authenticated peer against the
+	// connection (certificate fingerprint).
+	verify func(c net.Conn, peer int) error
+	// newLink makes the link of an authenticated connection; nil means a
+	// streamLink over the connection.
+	newLink func(c net.Conn, peer int) Link
+
+	links chan Link
+	c     closer
+	wg    sync.WaitGroup // the accept loop and handshake goroutines
+	mu    sync.Mutex     // guards pending
+	// pending holds connections in handshake, closed by Close.
+	pending map[net.Conn]struct{}
+	sem     chan struct{} // bounds concurrent handshakes
+}
+
+var _ Listener = (*streamListener)(nil)
+
+const maxConcurrentHandshakes = 64
+
+func newStreamListener(kind Kind, cfg *Config, addr net.Addr, accept func() (net.Conn, error), stop func() error) *streamListener {
+	return &streamListener{
+		kind:    kind,
+		cfg:     cfg,
+		accept:  accept,
+		addr:    addr,
+		lnStop:  stop,
+		links:   make(chan Link, 16),
+		c:       newCloser(),
+		pending: make(map[net.Conn]struct{}),
+		sem:     make(chan struct{}, maxConcurrentHandshakes),
+	}
+}
+
+// start launches the accept loop; the listener owns it.
+func (s *streamListener) start() {
+	s.wg.Add(1)
+	go s.acceptLoop()
+}
+
+func (s *streamListener) Addr() net.Addr { return s.addr }
+
+func (s *streamListener) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		conn, err := s.accept()
+		if err != nil {
+			if s.c.isClosed() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.cfg.Logger.Warn("transport: accept failed", "transport", s.kind.String(), "err", err)
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-s.c.quit:
+				return
+			}
+			continue
+		}
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.c.quit:
+			_ = conn.Close()
+			return
+		}
+		s.mu.Lock()
+		if s.c.isClosed() {
+			s.mu.Unlock()
+			_ = conn.Close()
+			<-s.sem
+			return
+		}
+		s.pending[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serve(conn)
+	}
+}
+
+// serve authenticates one connection and queues its link.
+func (s *streamListener) serve(conn net.Conn) {
+	defer s.wg.Done()
+	defer func() { <-s.sem }()
+	link, err := s.handshake(conn)
+	s.mu.Lock()
+	delete(s.pending, conn)
+	s.mu.Unlock()
+	if err != nil {
+		_ = conn.Close()
+		if !s.c.isClosed() {
+			logReject(s.cfg.Logger, s.kind, conn.RemoteAddr(), err)
+		}
+		return
+	}
+	select {
+	case s.links <- link:
+	case <-s.c.quit:
+		_ = link.Close()
+	}
+}
+
+func (s *streamListener) handshake(conn net.Conn) (Link, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
+	defer stop()
+	var binding []byte
+	if s.upgrade != nil {
+		c, b, err := s.upgrade(ctx, conn)
+		if err != nil {
+			return nil, &AuthError{Role: "listener", Remote: conn.RemoteAddr(), Rank: AnyRank, Err: timeoutErr(ctx, err)}
+		}
+		conn, binding = c, b
+	}
+	peer, err := listenHandshake(conn, hsParams{job: s.cfg.JobID, rank: s.cfg.Rank, secret: s.cfg.Secret, binding: binding})
+	if err != nil {
+		return nil, fixAuthErr(ctx, err, conn.RemoteAddr())
+	}
+	if s.verify != nil {
+		if err := s.verify(conn, peer); err != nil {
+			return nil, &AuthError{Role: "listener", Remote: conn.RemoteAddr(), Job: s.cfg.JobID, Rank: peer, Err: err}
+		}
+	}
+	if !stop() {
+		return nil, &AuthError{Role: "listener", Remote: conn.RemoteAddr(), Rank: peer, Err: context.DeadlineExceeded}
+	}
+	if s.newLink != nil {
+		_ = conn.Close()
+		return s.newLink(conn, peer), nil
+	}
+	return newStreamLink(s.kind, conn, s.cfg, peer), nil
+}
+
+func (s *streamListener) Accept(ctx context.Context) (Link, error) {
+	select {
+	case l := <-s.links:
+		return l, nil
+	default:
+	}
+	select {
+	case l := <-s.links:
+		return l, nil
+	case <-ctx.Done():
+		return nil, &OpError{Op: "accept", Transport: s.kind, Peer: AnyRank, Addr: s.addr, Err: ctx.Err()}
+	case <-s.c.quit:
+		return nil, &OpError{Op: "accept", Transport: s.kind, Peer: AnyRank, Addr: s.addr, Err: ErrClosed}
+	}
+}
+
+func (s *streamListener) Close() error {
+	var err error
+	s.c.close(func() {
+		err = s.lnStop()
+		s.mu.Lock()
+		for c := range s.pending {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+		for {
+			select {
+			case l := <-s.links:
+				_ = l.Close()
+				continue
+			default:
+			}
+			break
+		}
+	})
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// timeoutErr turns an I/O error caused by the handshake's deadline into
+// that context's error.
+func timeoutErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return err
+}
+
+// fixAuthErr fills in the remote address of an *AuthError and marks
+// timeouts.
+func fixAuthErr(ctx context.Context, err error, remote net.Addr) error {
+	var ae *AuthError
+	if errors.As(err, &ae) {
+		ae.Remote = remote
+		ae.Err = timeoutErr(ctx, ae.Err)
+		return ae
+	}
+	return timeoutErr(ctx, err)
+}
+
+func logReject(log *slog.Logger, kind Kind, remote net.Addr, err error) {
+	addr := ""
+	if remote != nil {
+		addr = remote.String()
+	}
+	log.Warn("transport: rejected connection", "transport", kind.String(), "remote", addr, "err", err)
+}
+
+// dialStream runs the dialer side of the membership handshake on conn
+// within ctx and the handshake timeout, and returns the link.
+func dialStream(ctx context.Context, kind Kind, conn net.Conn, cfg *Config, peer int, binding []byte, verify func(int) error) (Link, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
+	got, err := dialHandshake(conn, hsParams{job: cfg.JobID, rank: cfg.Rank, secret: cfg.Secret, binding: binding}, peer)
+	if err == nil && verify != nil {
+		if verr := verify(got); verr != nil {
+			err = &AuthError{Role: "dialer", Job: cfg.JobID, Rank: got, Err: verr}
+		}
+	}
+	if !stop() && err == nil {
+		err = &AuthError{Role: "dialer", Rank: got, Err: ctx.Err()}
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, &OpError{Op: "dial", Transport: kind, Peer: peer, Addr: conn.RemoteAddr(), Err: fixAuthErr(ctx, err, conn.RemoteAddr())}
+	}
+	return newStreamLink(kind, conn, cfg, got), nil
+}

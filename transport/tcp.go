@@ -1,0 +1,185 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+)
+
+// tcpNetwork is the TCP transport, optionally with TLS 1.3. One connection
+// carries one link; header and payload leave in one writev; TCP_NODELAY is
+// on so small control messages are not held back.
+type tcpNetwork struct{ tls bool }
+
+var _ Network = tcpNetwork{}
+
+func (n tcpNetwork) Kind() Kind {
+	if n.tls {
+		return KindTLS
+	}
+	return KindTCP
+}
+
+func tuneTCP(c net.Conn, cfg *Config) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	_ = tc.SetNoDelay(true)
+	if cfg.SocketBuffer > 0 {
+		_ = tc.SetReadBuffer(cfg.SocketBuffer)
+		_ = tc.SetWriteBuffer(cfg.SocketBuffer)
+	}
+}
+
+// identity returns cfg's identity, generating an ephemeral one if unset.
+func identity(cfg *Config) (*Identity, error) {
+	if cfg.Identity != nil {
+		return cfg.Identity, nil
+	}
+	return NewIdentity(cfg.JobID, cfg.Rank)
+}
+
+func (n tcpNetwork) Listen(addr string, cfg Config) (Listener, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	kind := n.Kind()
+	var tconf *tls.Config
+	if n.tls {
+		id, err := identity(&c)
+		if err != nil {
+			return nil, &OpError{Op: "listen", Transport: kind, Peer: AnyRank, Err: err}
+		}
+		tconf = tlsConfig(&c, id, true)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &OpError{Op: "listen", Transport: kind, Peer: AnyRank, Err: err}
+	}
+	s := newStreamListener(kind, &c, ln.Addr(), func() (net.Conn, error) {
+		conn, err := ln.Accept()
+		if err == nil {
+			tuneTCP(conn, &c)
+		}
+		return conn, err
+	}, ln.Close)
+	if n.tls {
+		s.upgrade = func(ctx context.Context, conn net.Conn) (net.Conn, []byte, error) {
+			tc := tls.Server(conn, tconf)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				return nil, nil, err
+			}
+			cs := tc.ConnectionState()
+			b, err := tlsBinding(&cs)
+			return tc, b, err
+		}
+		s.verify = func(conn net.Conn, peer int) error {
+			cs := conn.(*tls.Conn).ConnectionState()
+			return checkFingerprint(&c, peer, &cs)
+		}
+	}
+	s.start()
+	return s, nil
+}
+
+func (n tcpNetwork) Dial(ctx context.Context, addr string, peer int, cfg Config) (Link, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	kind := n.Kind()
+	fail := func(err error) (Link, error) {
+		return nil, &OpError{Op: "dial", Transport: kind, Peer: peer, Err: err}
+	}
+	if peer < AnyRank {
+		return fail(fmt.Errorf("%w: peer rank %d", ErrBadConfig, peer))
+	}
+	var d net.Dialer
+	if c.LocalAddr != "" {
+		la, err := resolveLocal("tcp", c.LocalAddr)
+		if err != nil {
+			return fail(err)
+		}
+		d.LocalAddr = la
+	}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fail(err)
+	}
+	tuneTCP(conn, &c)
+	if !n.tls {
+		return dialStream(ctx, kind, conn, &c, peer, nil, nil)
+	}
+	id, err := identity(&c)
+	if err != nil {
+		_ = conn.Close()
+		return fail(err)
+	}
+	tc := tls.Client(conn, tlsConfig(&c, id, false))
+	hctx, cancel := context.WithTimeout(ctx, c.HandshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		_ = conn.Close()
+		return fail(&AuthError{Role: "dialer", Remote: conn.RemoteAddr(), Rank: peer, Err: timeoutErr(hctx, err)})
+	}
+	cs := tc.ConnectionState()
+	binding, err := tlsBinding(&cs)
+	if err != nil {
+		_ = conn.Close()
+		return fail(err)
+	}
+	return dialStream(ctx, kind, tc, &c, peer, binding, func(got int) error {
+		return checkFingerprint(&c, got, &cs)
+	})
+}
+
+// resolveLocal turns "ip" or "ip:port" into a local address for network.
+func resolveLocal(network, s string) (net.Addr, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		host, port = s, "0"
+	}
+	hp := net.JoinHostPort(host, port)
+	switch network {
+	case "udp":
+		return net.ResolveUDPAddr("udp", hp)
+	default:
+		return net.ResolveTCPAddr("tcp", hp)
+	}
+}
+
+// udpNetwork is the reliable UDP transport. The protocol lives in
+// transport/internal/rudp; until it is merged this stub reports
+// ErrUDPNotBuilt. Wiring it in means filling in Listen and Dial:
+//
+//	Listen: ln, err := rudp.Listen("udp", addr, rudpConfig(&c)); then
+//	        newStreamListener(KindUDP, &c, ln.Addr(),
+//	            func() (net.Conn, error) { return ln.Accept(context.Background()) },
+//	            ln.Close) and s.start()
+//	Dial:   conn, err := rudp.Dial(ctx, "udp", addr, rudpConfig(&c)) (or
+//	        rudp.DialFrom with c.LocalAddr); then
+//	        dialStream(ctx, KindUDP, conn, &c, peer, nil, nil)
+//
+// and adding KindUDP to the conformance suite's list of transports.
+type udpNetwork struct{}
+
+var _ Network = udpNetwork{}
+
+func (udpNetwork) Kind() Kind { return KindUDP }
+
+func (udpNetwork) Listen(addr string, cfg Config) (Listener, error) {
+	if _, err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	return nil, &OpError{Op: "listen", Transport: KindUDP, Peer: AnyRank, Err: ErrUDPNotBuilt}
+}
+
+func (udpNetwork) Dial(ctx context.Context, addr string, peer int, cfg Config) (Link, error) {
+	if _, err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	return nil, &OpError{Op: "dial", Transport: KindUDP, Peer: peer, Err: ErrUDPNotBuilt}
+}
