@@ -278,7 +278,7 @@ func (b *Bootstrap) Validate() error {
 		return &BootstrapError{Var: EnvTimeout, Msg: fmt.Sprintf("%v: must be positive", b.Timeout)}
 	}
 	switch b.Transport {
-	case "tcp", "quic", "udp", "tls":
+	case "tcp", "quic", "udp", "tls", "mem":
 	default:
 		return &BootstrapError{Var: EnvTransport, Msg: fmt.Sprintf("unknown transport %q (want tcp, quic, udp or tls)", b.Transport)}
 	}
@@ -289,7 +289,7 @@ func (b *Bootstrap) Validate() error {
 		if b.Coord == "" {
 			return &BootstrapError{Var: EnvCoord, Msg: fmt.Sprintf("not set: under %s, set it to host:port where rank 0 can listen", b.Launcher)}
 		}
-		if _, _, err := net.SplitHostPort(b.Coord); err != nil {
+		if _, _, err := net.SplitHostPort(b.Coord); err != nil && b.Transport != "mem" {
 			return &BootstrapError{Var: EnvCoord, Msg: fmt.Sprintf("%q is not host:port", b.Coord)}
 		}
 	}

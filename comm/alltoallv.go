@@ -1,0 +1,398 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/transport"
+)
+
+// AlltoallvOptions tunes one Alltoallv call.
+type AlltoallvOptions struct {
+	// Algorithm is the planner (collective.Caterpillar, MaxMatch, MinMatch,
+	// Greedy, OpenShop, Auto) or Naive. "" means Config.Alltoallv. Every
+	// rank must ask for the same one.
+	Algorithm collective.Algorithm
+}
+
+// Alltoallv sends send[j] to rank j and returns what every rank sent to
+// this one, indexed by source. Sizes may differ per pair and need not be
+// known in advance: the ranks first exchange their sizes, then every rank
+// computes the same schedule from the sizes and the cost model with the
+// configured planner, and executes it: each rank sends in its planned
+// order, and a receiver grants large messages in its planned receive order
+// so that one message at a time arrives, as the planners assume. Small
+// messages go eagerly.
+func (c *Comm) Alltoallv(ctx context.Context, send [][]byte) ([][]byte, error) {
+	return c.AlltoallvWith(ctx, send, AlltoallvOptions{})
+}
+
+// Alltoall is Alltoallv for equal sizes: every send[j] must have the same
+// length, on every rank (ErrMismatch otherwise).
+func (c *Comm) Alltoall(ctx context.Context, send [][]byte) ([][]byte, error) {
+	for j := range send {
+		if len(send[j]) != len(send[0]) {
+			return nil, &ArgError{Op: "Alltoall", Arg: "send", Msg: fmt.Sprintf("send[%d] has %d bytes, send[0] %d (use Alltoallv)", j, len(send[j]), len(send[0]))}
+		}
+	}
+	recv, err := c.Alltoallv(ctx, send)
+	if err != nil {
+		return nil, err
+	}
+	for j := range recv {
+		if len(send) > 0 && len(recv[j]) != len(send[0]) {
+			return nil, opErr("Alltoall", &RankError{Rank: c.group[j], Err: fmt.Errorf("%w: rank %d sent %d bytes, this rank %d", ErrMismatch, j, len(recv[j]), len(send[0]))})
+		}
+	}
+	return recv, nil
+}
+
+// AlltoallvWith is Alltoallv with per-call options.
+func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOptions) ([][]byte, error) {
+	n := c.Size()
+	if len(send) != n {
+		return nil, &ArgError{Op: "Alltoallv", Arg: "send", Msg: fmt.Sprintf("%d buffers for %d ranks", len(send), n)}
+	}
+	algo := o.Algorithm
+	if algo == "" {
+		algo = c.w.cfg.Alltoallv
+	}
+	if algo != collective.Auto && algo != Naive && collective.KindOf(algo) != collective.KindAlltoall {
+		return nil, &ArgError{Op: "Alltoallv", Arg: "algorithm", Msg: fmt.Sprintf("unknown %q (want %v, auto or naive)", algo, collective.Algorithms(collective.KindAlltoall))}
+	}
+	k, cancel, err := c.begin(ctx, opAlltoallv)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	if n == 1 {
+		return [][]byte{append([]byte{}, send[0]...)}, nil
+	}
+
+	// Every rank learns the whole size matrix, and checks that everyone
+	// asked for the same algorithm.
+	row := make([]int64, n+1)
+	for j, b := range send {
+		row[j] = int64(len(b))
+	}
+	row[n] = int64(hashString(string(algo)))
+	rows, err := k.exchangeSmall(putInt64s(row))
+	if err != nil {
+		return nil, k.err(err)
+	}
+	bytes := make([][]int64, n)
+	for i, b := range rows {
+		v := getInt64s(b)
+		if len(v) != n+1 {
+			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent %d sizes for %d ranks", ErrMismatch, i, len(v)-1, n)})
+		}
+		if v[n] != row[n] {
+			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d asked for another Alltoallv algorithm than %q", ErrMismatch, i, algo)})
+		}
+		bytes[i] = v[:n]
+		bytes[i][i] = 0
+	}
+
+	recv := make([][]byte, n)
+	recv[c.rank] = append([]byte{}, send[c.rank]...)
+	for i := range bytes {
+		if bytes[i][c.rank] == 0 && i != c.rank {
+			recv[i] = []byte{}
+		}
+	}
+	tl := &Timeline{algorithm: algo, start: time.Now()}
+	if algo == Naive {
+		err = c.naiveExchange(k, send, recv, bytes, tl)
+	} else {
+		var plan *collective.Plan
+		if plan, err = c.planFor(bytes, algo); err != nil {
+			return nil, k.err(err)
+		}
+		tl.plan = plan
+		err = c.executePlan(k, plan, send, recv, tl)
+	}
+	if err != nil {
+		return nil, k.err(err)
+	}
+	c.planMu.Lock()
+	c.timeline = tl
+	c.planMu.Unlock()
+	return recv, nil
+}
+
+func hashString(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// model returns the cost model of this communicator's ranks.
+func (c *Comm) model() *collective.Model {
+	m := c.w.model
+	n := c.Size()
+	if m == nil {
+		return collective.NewUniformModel(n, 50e-6, 1e9)
+	}
+	if n == c.w.size {
+		return m
+	}
+	sub := func(a [][]float64) [][]float64 {
+		if a == nil {
+			return nil
+		}
+		out := make([][]float64, n)
+		for i := range out {
+			out[i] = make([]float64, n)
+			for j := range out[i] {
+				out[i][j] = a[c.group[i]][c.group[j]]
+			}
+		}
+		return out
+	}
+	s := &collective.Model{Latency: sub(m.Latency), Bandwidth: sub(m.Bandwidth), PerByte: sub(m.PerByte)}
+	if m.SendOverhead != nil {
+		for _, g := range c.group {
+			s.SendOverhead = append(s.SendOverhead, m.SendOverhead[g])
+		}
+	}
+	if m.RecvOverhead != nil {
+		for _, g := range c.group {
+			s.RecvOverhead = append(s.RecvOverhead, m.RecvOverhead[g])
+		}
+	}
+	return s
+}
+
+// planFor plans a size matrix, reusing the last plan when the sizes and
+// the algorithm repeat (iterative programs exchange the same sizes).
+func (c *Comm) planFor(bytes [][]int64, algo collective.Algorithm) (*collective.Plan, error) {
+	key := planKey(bytes, algo)
+	c.planMu.Lock()
+	defer c.planMu.Unlock()
+	if c.plan != nil && c.planKey == key {
+		return c.plan, nil
+	}
+	p, err := collective.PlanExchange(c.model(), &collective.Exchange{Bytes: bytes}, algo, collective.Options{Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	if p.Ranks != len(bytes) {
+		return nil, fmt.Errorf("%w: planner returned a plan for %d ranks, not %d", ErrProtocol, p.Ranks, len(bytes))
+	}
+	c.plan, c.planKey = p, key
+	return p, nil
+}
+
+func planKey(bytes [][]int64, algo collective.Algorithm) string {
+	b := make([]byte, 0, 8*len(bytes)*len(bytes)+len(algo))
+	b = append(b, algo...)
+	for _, row := range bytes {
+		b = append(b, putInt64s(row)...)
+	}
+	return string(b)
+}
+
+func (c *Comm) eager(n int64) bool {
+	lim := c.w.cfg.EagerLimit
+	return lim < 0 || n <= int64(lim)
+}
+
+// executePlan runs this rank's part of a total-exchange plan: the send
+// side in plan order (eager messages at once, large ones when their
+// receiver grants them), the receive side granting large messages in plan
+// order, and both at the same time.
+func (c *Comm) executePlan(k *coll, plan *collective.Plan, send, recv [][]byte, tl *Timeline) error {
+	w := c.w
+	me := c.rank
+	ctxID := collCtx(c.id)
+	sendOrder := plan.SendOrder(me)
+	recvOrder := plan.RecvOrder(me)
+	tl.sends = make([]event, 0, len(sendOrder))
+	tl.recvs = make([]event, 0, len(recvOrder))
+
+	// Post the eager receives first, so their order is fixed.
+	eagerReqs := map[int]*recvReq{}
+	for _, ti := range recvOrder {
+		t := plan.Transfers[ti]
+		if c.eager(t.Bytes) {
+			eagerReqs[t.Src] = c.postRecv(ctxID, t.Src, k.tag)
+		}
+	}
+
+	var wg sync.WaitGroup
+	var recvErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		recvErr = c.receivePlanned(k, plan, recvOrder, eagerReqs, recv, tl)
+	}()
+	sendErr := func() error {
+		for _, ti := range sendOrder {
+			t := plan.Transfers[ti]
+			if int64(len(send[t.Dst])) != t.Bytes {
+				return fmt.Errorf("%w: plan says %d bytes to rank %d, the buffer has %d", ErrProtocol, t.Bytes, t.Dst, len(send[t.Dst]))
+			}
+			g := c.group[t.Dst]
+			ev := event{peer: t.Dst, bytes: t.Bytes}
+			if c.eager(t.Bytes) {
+				ev.start = time.Now()
+				if err := w.sendMsg(k.ctx, g, transport.Header{Type: transport.MsgEager, Comm: ctxID, Tag: k.tag, Flags: k.op}, send[t.Dst]); err != nil {
+					return err
+				}
+				ev.end = time.Now()
+				tl.sends = append(tl.sends, ev)
+				continue
+			}
+			key := slotKey{slotCTS, g, ctxID, k.tag, 0}
+			s := w.getSlot(key, nil)
+			err := w.await(k.ctx, s.ch, g, c)
+			if err == nil {
+				err = s.err
+			}
+			w.dropSlot(key)
+			if err != nil {
+				return err
+			}
+			ev.start = time.Now()
+			if err := w.sendMsg(k.ctx, g, transport.Header{Type: transport.MsgRndvData, Comm: ctxID, Tag: k.tag, Flags: k.op}, send[t.Dst]); err != nil {
+				return err
+			}
+			ev.end = time.Now()
+			tl.sends = append(tl.sends, ev)
+		}
+		return nil
+	}()
+	wg.Wait()
+	if sendErr != nil {
+		return sendErr
+	}
+	return recvErr
+}
+
+// receivePlanned grants this rank's large incoming messages one at a time,
+// in plan order, then collects the eager ones.
+func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eagerReqs map[int]*recvReq, recv [][]byte, tl *Timeline) error {
+	w := c.w
+	ctxID := collCtx(c.id)
+	for _, ti := range order {
+		t := plan.Transfers[ti]
+		if c.eager(t.Bytes) {
+			continue
+		}
+		g := c.group[t.Src]
+		buf := make([]byte, t.Bytes)
+		key := slotKey{slotData, g, ctxID, k.tag, 0}
+		s := w.getSlot(key, buf)
+		ev := event{peer: t.Src, bytes: t.Bytes, start: time.Now()}
+		err := w.sendMsg(k.ctx, g, transport.Header{Type: transport.MsgCTS, Comm: ctxID, Tag: k.tag, Flags: k.op}, nil)
+		if err == nil {
+			err = w.await(k.ctx, s.ch, g, c)
+		}
+		if err == nil {
+			err = s.err
+		}
+		w.dropSlot(key)
+		if err != nil {
+			for _, r := range eagerReqs {
+				w.unpost(ctxID, r)
+			}
+			return err
+		}
+		if !s.begin.IsZero() {
+			ev.first = s.begin
+		}
+		ev.end = s.at
+		recv[t.Src] = buf
+		tl.recvs = append(tl.recvs, ev)
+	}
+	for _, ti := range order {
+		t := plan.Transfers[ti]
+		r, ok := eagerReqs[t.Src]
+		if !ok {
+			continue
+		}
+		delete(eagerReqs, t.Src)
+		data, err := k.finish(r)
+		if err != nil {
+			for _, r := range eagerReqs {
+				w.unpost(ctxID, r)
+			}
+			return err
+		}
+		if int64(len(data)) != t.Bytes {
+			return &RankError{Rank: c.group[t.Src], Err: fmt.Errorf("%w: rank %d sent %d bytes, it announced %d", ErrMismatch, t.Src, len(data), t.Bytes)}
+		}
+		recv[t.Src] = data
+		tl.recvs = append(tl.recvs, event{peer: t.Src, bytes: t.Bytes, start: time.Now(), end: time.Now()})
+	}
+	return nil
+}
+
+// naiveExchange posts every send and every receive at once, as Gloo does,
+// and lets the transport sort them out.
+func (c *Comm) naiveExchange(k *coll, send, recv [][]byte, bytes [][]int64, tl *Timeline) error {
+	n := c.Size()
+	me := c.rank
+	reqs := make([]*recvReq, n)
+	for i := 0; i < n; i++ {
+		if i != me && bytes[i][me] > 0 {
+			reqs[i] = c.postRecv(collCtx(c.id), i, k.tag)
+		}
+	}
+	var mu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for j := 0; j < n; j++ {
+		if j == me || len(send[j]) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func(j int) {
+			defer wg.Done()
+			start := time.Now()
+			if err := k.send(j, send[j]); err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			tl.sends = append(tl.sends, event{peer: j, bytes: int64(len(send[j])), start: start, end: time.Now()})
+			mu.Unlock()
+		}(j)
+	}
+	for i := 0; i < n; i++ {
+		if reqs[i] == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			start := time.Now()
+			data, err := k.finish(reqs[i])
+			if err != nil {
+				fail(err)
+				return
+			}
+			if int64(len(data)) != bytes[i][me] {
+				fail(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent %d bytes, it announced %d", ErrMismatch, i, len(data), bytes[i][me])})
+				return
+			}
+			mu.Lock()
+			recv[i] = data
+			tl.recvs = append(tl.recvs, event{peer: i, bytes: bytes[i][me], start: start, end: time.Now()})
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	return firstErr
+}

@@ -1,0 +1,396 @@
+package comm
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+)
+
+// Collective operation codes, carried in the header flags so that ranks
+// that call different collectives are told so instead of exchanging the
+// wrong data.
+const (
+	opBarrier uint16 = iota + 1
+	opBcast
+	opGather
+	opScatter
+	opAllgather
+	opReduce
+	opAllreduce
+	opAlltoallv
+	opSplit
+	opTimeline
+	opCounts
+)
+
+var opNames = map[uint16]string{
+	opBarrier: "Barrier", opBcast: "Bcast", opGather: "Gather", opScatter: "Scatter",
+	opAllgather: "Allgather", opReduce: "Reduce", opAllreduce: "Allreduce",
+	opAlltoallv: "Alltoallv", opSplit: "Split", opTimeline: "Timeline", opCounts: "Alltoallv",
+}
+
+func opName(op uint16) string {
+	if n, ok := opNames[op]; ok {
+		return n
+	}
+	return fmt.Sprintf("collective #%d", op)
+}
+
+// coll is one collective call in progress.
+type coll struct {
+	c   *Comm
+	ctx context.Context
+	op  uint16
+	tag int32
+}
+
+// begin starts a collective: it checks the communicator and takes the
+// next sequence number, which tags every message of this call.
+func (c *Comm) begin(ctx context.Context, op uint16) (*coll, context.CancelFunc, error) {
+	if err := c.check(opName(op)); err != nil {
+		return nil, nil, err
+	}
+	if err := c.brokenErr(); err != nil {
+		return nil, nil, opErr(opName(op), err)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	seq := c.collSeq.Add(1)
+	return &coll{c: c, ctx: ctx, op: op, tag: int32(seq & 0x7fffffff)}, cancel, nil
+}
+
+func (k *coll) err(e error) error { return opErr(opName(k.op), e) }
+
+// send sends one message of the collective to rank dst.
+func (k *coll) send(dst int, data []byte) error {
+	p, err := k.c.startSend(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data)
+	if err != nil {
+		return err
+	}
+	return k.c.finishSend(k.ctx, p, k.c)
+}
+
+// isend sends the envelope now; a rendezvous payload then goes out in the
+// background as soon as the receiver grants it, so that the caller can
+// receive meanwhile. It returns a function that waits for the send.
+func (k *coll) isend(dst int, data []byte) (func() error, error) {
+	p, err := k.c.startSend(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data)
+	if err != nil {
+		return nil, err
+	}
+	if !p.rndv {
+		return func() error { return nil }, nil
+	}
+	done := make(chan error, 1)
+	k.c.w.wg.Add(1)
+	go func() {
+		defer k.c.w.wg.Done()
+		done <- k.c.finishSend(k.ctx, p, k.c)
+	}()
+	return func() error { return <-done }, nil
+}
+
+// recv receives this collective's next message from rank src and checks
+// that src is in the same collective.
+func (k *coll) recv(src int) ([]byte, error) {
+	r := k.c.postRecv(collCtx(k.c.id), src, k.tag)
+	return k.finish(r)
+}
+
+func (k *coll) finish(r *recvReq) ([]byte, error) {
+	data, m, err := k.c.finishRecv(k.ctx, collCtx(k.c.id), r, nil, k.c)
+	if err != nil {
+		return nil, err
+	}
+	if m.flags != k.op {
+		return nil, &RankError{Rank: m.src, Err: fmt.Errorf("%w: rank %d called %s while this rank called %s", ErrMismatch, k.c.index[m.src], opName(m.flags), opName(k.op))}
+	}
+	return data, nil
+}
+
+// Barrier returns once every rank of the communicator has called it
+// (dissemination algorithm: ceil(log2 P) rounds).
+func (c *Comm) Barrier(ctx context.Context) error {
+	k, cancel, err := c.begin(ctx, opBarrier)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	n, r := c.Size(), c.rank
+	for d := 1; d < n; d *= 2 {
+		done, err := k.isend((r+d)%n, nil)
+		if err != nil {
+			return k.err(err)
+		}
+		if _, err := k.recv((r - d + n) % n); err != nil {
+			return k.err(err)
+		}
+		if err := done(); err != nil {
+			return k.err(err)
+		}
+	}
+	return nil
+}
+
+// Bcast sends root's data to every rank and returns it (on root, data
+// itself). Other ranks pass nil (their data argument is ignored).
+// Binomial tree: ceil(log2 P) rounds.
+func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
+	if err := c.checkPeer("Bcast", "root", root, false); err != nil {
+		return nil, err
+	}
+	k, cancel, err := c.begin(ctx, opBcast)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	n := c.Size()
+	vr := (c.rank - root + n) % n
+	mask := 1
+	if vr != 0 {
+		for mask < n {
+			if vr&mask != 0 {
+				parent := (vr - mask + root) % n
+				if data, err = k.recv(parent); err != nil {
+					return nil, k.err(err)
+				}
+				break
+			}
+			mask <<= 1
+		}
+	} else {
+		for mask < n {
+			mask <<= 1
+		}
+		if data == nil {
+			data = []byte{}
+		}
+	}
+	var dones []func() error
+	for mask >>= 1; mask > 0; mask >>= 1 {
+		if vr+mask < n && vr&(mask*2-1) == 0 {
+			done, err := k.isend((vr+mask+root)%n, data)
+			if err != nil {
+				return nil, k.err(err)
+			}
+			dones = append(dones, done)
+		}
+	}
+	for _, d := range dones {
+		if err := d(); err != nil {
+			return nil, k.err(err)
+		}
+	}
+	return data, nil
+}
+
+// Gatherv collects every rank's data at root, indexed by rank; the sizes
+// may differ. Other ranks get nil.
+func (c *Comm) Gatherv(ctx context.Context, root int, data []byte) ([][]byte, error) {
+	return c.gather(ctx, root, data, false)
+}
+
+// Gather is Gatherv for equal sizes: root reports ErrMismatch if a rank
+// sent a different size than its own.
+func (c *Comm) Gather(ctx context.Context, root int, data []byte) ([][]byte, error) {
+	return c.gather(ctx, root, data, true)
+}
+
+func (c *Comm) gather(ctx context.Context, root int, data []byte, equal bool) ([][]byte, error) {
+	if err := c.checkPeer("Gather", "root", root, false); err != nil {
+		return nil, err
+	}
+	k, cancel, err := c.begin(ctx, opGather)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	if c.rank != root {
+		return nil, k.err(k.send(root, data))
+	}
+	n := c.Size()
+	out := make([][]byte, n)
+	reqs := make([]*recvReq, n)
+	for r := 0; r < n; r++ {
+		if r != root {
+			reqs[r] = c.postRecv(collCtx(c.id), r, k.tag)
+		}
+	}
+	out[root] = append([]byte{}, data...)
+	for r := 0; r < n; r++ {
+		if r == root {
+			continue
+		}
+		if out[r], err = k.finish(reqs[r]); err != nil {
+			for q := r + 1; q < n; q++ {
+				if reqs[q] != nil {
+					c.w.unpost(collCtx(c.id), reqs[q])
+				}
+			}
+			return nil, k.err(err)
+		}
+		if equal && len(out[r]) != len(data) {
+			return nil, k.err(&RankError{Rank: c.group[r], Err: fmt.Errorf("%w: Gather: rank %d sent %d bytes, root has %d (use Gatherv for different sizes)", ErrMismatch, r, len(out[r]), len(data))})
+		}
+	}
+	return out, nil
+}
+
+// Scatterv sends parts[i] from root to rank i and returns this rank's
+// part. Only root's parts is used; it must have one entry per rank.
+func (c *Comm) Scatterv(ctx context.Context, root int, parts [][]byte) ([]byte, error) {
+	return c.scatter(ctx, root, parts, false)
+}
+
+// Scatter is Scatterv for equal sizes: root rejects parts of different
+// lengths before sending anything.
+func (c *Comm) Scatter(ctx context.Context, root int, parts [][]byte) ([]byte, error) {
+	return c.scatter(ctx, root, parts, true)
+}
+
+func (c *Comm) scatter(ctx context.Context, root int, parts [][]byte, equal bool) ([]byte, error) {
+	if err := c.checkPeer("Scatter", "root", root, false); err != nil {
+		return nil, err
+	}
+	if c.rank == root {
+		if len(parts) != c.Size() {
+			return nil, &ArgError{Op: "Scatter", Arg: "parts", Msg: fmt.Sprintf("%d parts for %d ranks", len(parts), c.Size())}
+		}
+		if equal {
+			for i, p := range parts {
+				if len(p) != len(parts[0]) {
+					return nil, &ArgError{Op: "Scatter", Arg: "parts", Msg: fmt.Sprintf("part %d has %d bytes, part 0 has %d (use Scatterv)", i, len(p), len(parts[0]))}
+				}
+			}
+		}
+	}
+	k, cancel, err := c.begin(ctx, opScatter)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	if c.rank != root {
+		data, err := k.recv(root)
+		return data, k.err(err)
+	}
+	var dones []func() error
+	for r, p := range parts {
+		if r == root {
+			continue
+		}
+		done, err := k.isend(r, p)
+		if err != nil {
+			return nil, k.err(err)
+		}
+		dones = append(dones, done)
+	}
+	for _, d := range dones {
+		if err := d(); err != nil {
+			return nil, k.err(err)
+		}
+	}
+	return append([]byte{}, parts[root]...), nil
+}
+
+// Allgatherv gives every rank every rank's data, indexed by rank; sizes
+// may differ. Ring algorithm: P-1 steps, each rank sending and receiving
+// one block per step, which keeps every link busy once.
+func (c *Comm) Allgatherv(ctx context.Context, data []byte) ([][]byte, error) {
+	return c.allgather(ctx, data, false)
+}
+
+// Allgather is Allgatherv for equal sizes (ErrMismatch otherwise).
+func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
+	return c.allgather(ctx, data, true)
+}
+
+func (c *Comm) allgather(ctx context.Context, data []byte, equal bool) ([][]byte, error) {
+	k, cancel, err := c.begin(ctx, opAllgather)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	n, r := c.Size(), c.rank
+	out := make([][]byte, n)
+	out[r] = append([]byte{}, data...)
+	right, left := (r+1)%n, (r-1+n)%n
+	for s := 0; s < n-1; s++ {
+		sendIdx := (r - s + n) % n
+		recvIdx := (r - s - 1 + n) % n
+		done, err := k.isend(right, out[sendIdx])
+		if err != nil {
+			return nil, k.err(err)
+		}
+		if out[recvIdx], err = k.recv(left); err != nil {
+			return nil, k.err(err)
+		}
+		if err := done(); err != nil {
+			return nil, k.err(err)
+		}
+		if equal && len(out[recvIdx]) != len(data) {
+			return nil, k.err(&RankError{Rank: c.group[recvIdx], Err: fmt.Errorf("%w: Allgather: rank %d contributed %d bytes, this rank %d (use Allgatherv)", ErrMismatch, recvIdx, len(out[recvIdx]), len(data))})
+		}
+	}
+	return out, nil
+}
+
+// exchangeSmall gives every rank every rank's (small) data in one round of
+// direct messages: used inside collectives for counts and keys.
+func (k *coll) exchangeSmall(data []byte) ([][]byte, error) {
+	c := k.c
+	n := c.Size()
+	out := make([][]byte, n)
+	reqs := make([]*recvReq, n)
+	for r := 0; r < n; r++ {
+		if r != c.rank {
+			reqs[r] = c.postRecv(collCtx(c.id), r, k.tag)
+		}
+	}
+	var dones []func() error
+	for r := 0; r < n; r++ {
+		if r == c.rank {
+			continue
+		}
+		done, err := k.isend(r, data)
+		if err != nil {
+			return nil, err
+		}
+		dones = append(dones, done)
+	}
+	out[c.rank] = data
+	for r := 0; r < n; r++ {
+		if r == c.rank {
+			continue
+		}
+		var err error
+		if out[r], err = k.finish(reqs[r]); err != nil {
+			for q := r + 1; q < n; q++ {
+				if reqs[q] != nil {
+					c.w.unpost(collCtx(c.id), reqs[q])
+				}
+			}
+			return nil, err
+		}
+	}
+	for _, d := range dones {
+		if err := d(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func putInt64s(xs []int64) []byte {
+	b := make([]byte, 8*len(xs))
+	for i, x := range xs {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+	}
+	return b
+}
+
+func getInt64s(b []byte) []int64 {
+	xs := make([]int64, len(b)/8)
+	for i := range xs {
+		xs[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return xs
+}

@@ -1,0 +1,172 @@
+package comm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// Comm is a communicator: a group of ranks that exchange messages and run
+// collectives together. Init returns the world communicator; Split makes
+// sub-communicators.
+//
+// Point-to-point calls of one Comm may be made from several goroutines at
+// once. Collective calls must be made in the same order on every rank of
+// the communicator, one at a time per communicator (as in MPI).
+type Comm struct {
+	w     *world
+	id    uint32
+	group []int       // comm rank -> world rank
+	index map[int]int // world rank -> comm rank
+	rank  int
+
+	collSeq atomic.Uint32
+	splits  atomic.Uint32
+
+	broken    chan struct{}
+	breakOnce sync.Once
+	breakErr  atomic.Pointer[error]
+	closed    atomic.Bool
+
+	planMu   sync.Mutex
+	planKey  string
+	plan     *collective.Plan
+	timeline *Timeline
+}
+
+func (w *world) newComm(id uint32, group []int, myWorldRank int) *Comm {
+	c := &Comm{w: w, id: id, group: group, index: make(map[int]int, len(group)), broken: make(chan struct{})}
+	for r, g := range group {
+		c.index[g] = r
+		if g == myWorldRank {
+			c.rank = r
+		}
+	}
+	w.mu.Lock()
+	w.comms[c] = struct{}{}
+	var dead *RankError
+	for _, g := range group {
+		if w.failed[g] != nil && dead == nil {
+			dead = &RankError{Rank: g, Err: w.failed[g]}
+		}
+	}
+	w.mu.Unlock()
+	if dead != nil {
+		c.breakWith(dead)
+	}
+	return c
+}
+
+// Rank returns this process's rank in the communicator.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks in the communicator.
+func (c *Comm) Size() int { return len(c.group) }
+
+// WorldRank returns the world rank of communicator rank r.
+func (c *Comm) WorldRank(r int) int { return c.group[r] }
+
+// Model returns the cost model collectives are planned with (nil until
+// one is known: a uniform model is then used).
+func (c *Comm) Model() *collective.Model { return c.w.model }
+
+func (c *Comm) hasWorldRank(g int) bool {
+	_, ok := c.index[g]
+	return ok
+}
+
+func (c *Comm) breakWith(err *RankError) {
+	c.breakOnce.Do(func() {
+		var e error = err
+		c.breakErr.Store(&e)
+		close(c.broken)
+	})
+}
+
+func (c *Comm) brokenErr() error {
+	if p := c.breakErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Close leaves the communicator. Closing the world communicator is
+// collective, like MPI_Finalize: it tells every rank, waits (up to the
+// bootstrap timeout) until every rank has closed too or failed, then shuts
+// the links down. Closing a sub-communicator only forgets it. Close is
+// idempotent.
+func (c *Comm) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	c.w.mu.Lock()
+	delete(c.w.comms, c)
+	c.w.mu.Unlock()
+	if c.id == worldCommID {
+		return c.w.close()
+	}
+	return nil
+}
+
+// check returns ErrClosed for a closed communicator.
+func (c *Comm) check(op string) error {
+	if c.closed.Load() {
+		return &OpError{Op: op, Err: ErrClosed}
+	}
+	select {
+	case <-c.w.quit:
+		return &OpError{Op: op, Err: ErrClosed}
+	default:
+	}
+	return nil
+}
+
+// OpError wraps an error with the operation that failed, for errors that
+// do not name a rank.
+type OpError struct {
+	Op  string
+	Err error
+}
+
+func (e *OpError) Error() string { return "comm: " + e.Op + ": " + e.Err.Error() }
+func (e *OpError) Unwrap() error { return e.Err }
+
+// opErr names the operation in err: a *RankError gets its Op filled in.
+func opErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *RankError
+	if errors.As(err, &re) {
+		if re.Op == "" {
+			cp := *re
+			cp.Op = op
+			return &cp
+		}
+		return err
+	}
+	var ae *ArgError
+	var oe *OpError
+	if errors.As(err, &ae) || errors.As(err, &oe) {
+		return err
+	}
+	return &OpError{Op: op, Err: err}
+}
+
+// withTimeout applies the configured operation timeout to a context that
+// has no deadline.
+func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.w.cfg.OpTimeout > 0 {
+		if _, ok := ctx.Deadline(); !ok {
+			return context.WithTimeout(ctx, c.w.cfg.OpTimeout)
+		}
+	}
+	return ctx, func() {}
+}
+
+func jsonDecoder(r io.Reader) *json.Decoder { return json.NewDecoder(r) }

@@ -1,0 +1,105 @@
+package comm
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/transport"
+)
+
+// Naive is the Alltoallv "algorithm" that posts every message at once and
+// lets the network sort it out, as Gloo does. It is there for comparison.
+const Naive collective.Algorithm = "naive"
+
+// Config configures Init. The zero value works: every field documents what
+// its zero value means. DefaultConfig returns the defaults explicitly.
+type Config struct {
+	// Bootstrap says who this rank is and where its world meets. nil means
+	// BootstrapFromEnv(nil): the HETCOMM_* variables or a known launcher.
+	Bootstrap *Bootstrap
+	// Network carries the links. nil means the socket transport named by
+	// Bootstrap.Transport. Set a *transport.MemNetwork (and Bootstrap
+	// Transport "mem") to run a whole world inside one process.
+	Network transport.Network
+	// Transport tunes the links (message size limit, socket buffers,
+	// QUIC windows, a logger). JobID, Rank, Secret, Alloc and Identity are
+	// set by comm. The zero value means transport.DefaultConfig().
+	Transport transport.Config
+
+	// Alltoallv is the default planner of Alltoallv: one of
+	// collective.Algorithms(collective.KindAlltoall), collective.Auto or
+	// Naive. "" means collective.Auto.
+	Alltoallv collective.Algorithm
+	// EagerLimit is the largest message sent eagerly; larger messages wait
+	// for the receiver's grant (rendezvous). 0 means 64 KiB; negative means
+	// every message is eager.
+	EagerLimit int
+	// Model is the cost model collectives are planned with. nil means the
+	// file named by Bootstrap.Model, or else a uniform model (until link
+	// probing provides one).
+	Model *collective.Model
+
+	// Heartbeat is the interval of liveness probes on idle links. 0 means
+	// 1 s; negative disables heartbeats and silence detection.
+	Heartbeat time.Duration
+	// FailAfter declares a peer failed when nothing arrived from it for
+	// this long while it owes us nothing in progress. 0 means 5 s.
+	FailAfter time.Duration
+	// OpTimeout bounds every blocking operation whose context has no
+	// deadline of its own. 0 means no bound: a dead peer is detected by
+	// its closed links and by heartbeats instead.
+	OpTimeout time.Duration
+	// Logger receives warnings (broken links, failed ranks). nil discards.
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultEagerLimit = 64 << 10
+	DefaultHeartbeat  = time.Second
+	DefaultFailAfter  = 5 * time.Second
+)
+
+// DefaultConfig returns a Config with every default spelled out.
+func DefaultConfig() Config {
+	return Config{
+		Transport:  transport.DefaultConfig(),
+		Alltoallv:  collective.Auto,
+		EagerLimit: DefaultEagerLimit,
+		Heartbeat:  DefaultHeartbeat,
+		FailAfter:  DefaultFailAfter,
+	}
+}
+
+// normalize fills zero values with defaults and validates.
+func (c Config) normalize() (Config, error) {
+	if c.Alltoallv == "" {
+		c.Alltoallv = collective.Auto
+	}
+	if c.Alltoallv != collective.Auto && c.Alltoallv != Naive && collective.KindOf(c.Alltoallv) != collective.KindAlltoall {
+		return c, fmt.Errorf("comm: config: unknown Alltoallv algorithm %q (want %v, auto or naive)", c.Alltoallv, collective.Algorithms(collective.KindAlltoall))
+	}
+	if c.EagerLimit == 0 {
+		c.EagerLimit = DefaultEagerLimit
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.FailAfter == 0 {
+		c.FailAfter = DefaultFailAfter
+	}
+	if c.FailAfter < 0 || c.OpTimeout < 0 {
+		return c, fmt.Errorf("comm: config: negative FailAfter or OpTimeout")
+	}
+	if c.Heartbeat > 0 && c.FailAfter <= c.Heartbeat {
+		return c, fmt.Errorf("comm: config: FailAfter (%v) must exceed Heartbeat (%v)", c.FailAfter, c.Heartbeat)
+	}
+	if c.Model != nil {
+		if err := c.Model.Validate(); err != nil {
+			return c, fmt.Errorf("comm: config: model: %w", err)
+		}
+	}
+	return c, nil
+}

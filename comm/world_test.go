@@ -1,0 +1,165 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/transport"
+)
+
+const testSecret = "test secret for hetcomm worlds"
+
+// freePort returns a loopback address that was free a moment ago.
+func freePort(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startWorld starts n ranks in this process over the named transport
+// ("mem" or a socket transport on loopback) and returns their world
+// communicators, closed at the end of the test.
+func startWorld(t testing.TB, n int, transportName string, tweak func(*Config)) []*Comm {
+	t.Helper()
+	var netw transport.Network
+	coord := "coord"
+	if transportName == "mem" {
+		netw = transport.NewMemNetwork(1)
+	} else {
+		coord = freePort(t)
+	}
+	job := fmt.Sprintf("test-%s-%d", t.Name(), time.Now().UnixNano())
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			cfg := &Config{
+				Bootstrap: &Bootstrap{Rank: r, Size: n, Coord: coord, Secret: []byte(testSecret), Job: job, Transport: transportName, Timeout: 20 * time.Second},
+				Network:   netw,
+			}
+			if tweak != nil {
+				tweak(cfg)
+			}
+			comms[r], errs[r] = Init(ctx, cfg)
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	t.Cleanup(func() { closeAll(comms) })
+	return comms
+}
+
+func closeAll(comms []*Comm) {
+	var wg sync.WaitGroup
+	for _, c := range comms {
+		if c == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(c *Comm) { defer wg.Done(); c.Close() }(c)
+	}
+	wg.Wait()
+}
+
+// onAll runs f on every rank concurrently and fails the test with every
+// rank's error.
+func onAll(t testing.TB, comms []*Comm, f func(c *Comm) error) {
+	t.Helper()
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Add(1)
+		go func(i int, c *Comm) {
+			defer wg.Done()
+			errs[i] = f(c)
+		}(i, c)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "rank %d", i)
+	}
+}
+
+func TestInitSingleton(t *testing.T) {
+	c, err := Init(context.Background(), &Config{Bootstrap: &Bootstrap{Rank: 0, Size: 1}})
+	require.NoError(t, err)
+	require.Equal(t, 0, c.Rank())
+	require.Equal(t, 1, c.Size())
+	ctx := context.Background()
+	require.NoError(t, c.Barrier(ctx))
+	out, err := c.Alltoallv(ctx, [][]byte{[]byte("self")})
+	require.NoError(t, err)
+	require.Equal(t, "self", string(out[0]))
+	require.NoError(t, c.Send(ctx, 0, 3, []byte("to me")))
+	got, st, err := c.Recv(ctx, AnySource, AnyTag)
+	require.NoError(t, err)
+	require.Equal(t, "to me", string(got))
+	require.Equal(t, Status{Source: 0, Tag: 3, Len: 5}, st)
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, c.Barrier(ctx), net.ErrClosed)
+}
+
+func TestPointToPoint(t *testing.T) {
+	for _, tr := range []string{"mem", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			comms := startWorld(t, 3, tr, func(c *Config) { c.EagerLimit = 1024 })
+			ctx := context.Background()
+			big := make([]byte, 1<<20)
+			for i := range big {
+				big[i] = byte(i * 7)
+			}
+			onAll(t, comms, func(c *Comm) error {
+				switch c.Rank() {
+				case 0:
+					if err := c.Send(ctx, 1, 5, []byte("small")); err != nil {
+						return err
+					}
+					if err := c.Send(ctx, 1, 6, big); err != nil {
+						return err
+					}
+					return c.Send(ctx, 2, 0, nil)
+				case 1:
+					// Receive out of order by tag: the large one first.
+					got, st, err := c.Recv(ctx, 0, 6)
+					if err != nil {
+						return err
+					}
+					if st.Len != len(big) || string(got) != string(big) {
+						return fmt.Errorf("large message corrupted")
+					}
+					got, st, err = c.Recv(ctx, AnySource, AnyTag)
+					if err != nil {
+						return err
+					}
+					if string(got) != "small" || st.Source != 0 || st.Tag != 5 {
+						return fmt.Errorf("small: got %q %+v", got, st)
+					}
+				case 2:
+					got, st, err := c.Recv(ctx, 0, 0)
+					if err != nil {
+						return err
+					}
+					if len(got) != 0 || st.Len != 0 {
+						return fmt.Errorf("empty message: got %d bytes", len(got))
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
