@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 )
 
 // Collective operation codes, carried in the header flags so that ranks
@@ -102,9 +103,32 @@ func (k *coll) finish(r *recvReq) ([]byte, error) {
 		return nil, err
 	}
 	if m.flags != k.op {
-		return nil, &RankError{Rank: m.src, Err: fmt.Errorf("%w: rank %d called %s while this rank called %s", ErrMismatch, k.c.index[m.src], opName(m.flags), opName(k.op))}
+		why := fmt.Sprintf("rank %d called %s while rank %d called %s", k.c.index[m.src], opName(m.flags), k.c.rank, opName(k.op))
+		err := &RankError{Rank: m.src, Err: fmt.Errorf("%w: %s", ErrMismatch, why)}
+		k.c.abort(why)
+		return nil, err
 	}
 	return data, nil
+}
+
+// abort breaks the communicator after a mismatch and tells every other
+// member, so that no rank waits for a collective that cannot complete.
+func (c *Comm) abort(why string) {
+	w := c.w
+	c.breakWith(&RankError{Rank: w.rank, Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
+	msg := control{Kind: "abort", Comm: c.id, Reason: why}
+	for _, g := range c.group {
+		if g == w.rank || w.isFailed(g) {
+			continue
+		}
+		w.wg.Add(1)
+		go func(g int) {
+			defer w.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			sendControl(ctx, w.links[g], msg)
+		}(g)
+	}
 }
 
 // Barrier returns once every rank of the communicator has called it

@@ -257,6 +257,7 @@ type directory struct {
 type control struct {
 	Kind   string `msgpack:"kind"`
 	Rank   int    `msgpack:"rank,omitempty"`
+	Comm   uint32 `msgpack:"comm,omitempty"`
 	Reason string `msgpack:"reason,omitempty"`
 }
 
@@ -755,7 +756,7 @@ func (w *world) linkDown(peer int, err error) {
 	closing, graceful := w.closing, w.closeRecv[peer]
 	w.mu.Unlock()
 	if closing || graceful {
-		w.markFailed(peer, &failure{msg: "closed its communicator"}, false)
+		w.markClosed(peer)
 		return
 	}
 	w.markFailed(peer, &failure{msg: "link lost (the process died or the network failed)", cause: err}, true)
@@ -767,6 +768,18 @@ func (w *world) onControl(peer int, c control) {
 		if c.Rank >= 0 && c.Rank < w.size && c.Rank != w.rank {
 			w.markFailed(c.Rank, &failure{msg: fmt.Sprintf("reported failed by rank %d: %s", peer, c.Reason)}, false)
 		}
+	case "abort":
+		w.mu.Lock()
+		var target *Comm
+		for x := range w.comms {
+			if x.id == c.Comm {
+				target = x
+			}
+		}
+		w.mu.Unlock()
+		if target != nil {
+			target.breakWith(&RankError{Rank: peer, Err: fmt.Errorf("%w: %s", ErrMismatch, c.Reason)})
+		}
 	default:
 		w.log.Warn("comm: unknown control message", "peer", peer, "kind", c.Kind)
 	}
@@ -776,12 +789,23 @@ func (w *world) onClose(peer int) {
 	w.mu.Lock()
 	w.closeRecv[peer] = true
 	w.mu.Unlock()
-	w.markFailed(peer, &failure{msg: "closed its communicator"}, false)
+	w.markClosed(peer)
 }
 
 // markFailed records that peer is gone and fails everything that waits
-// on it. With notify, the other ranks are told.
+// on it. With notify, the other ranks are told. A graceful close (the peer
+// said goodbye) fails only what waits on that peer itself; a failure also
+// fails wildcard receives and breaks every communicator holding the peer.
 func (w *world) markFailed(peer int, why error, notify bool) {
+	w.markGone(peer, why, notify, false)
+}
+
+// markClosed records a peer's graceful goodbye.
+func (w *world) markClosed(peer int) {
+	w.markGone(peer, &failure{msg: "closed its communicator"}, false, true)
+}
+
+func (w *world) markGone(peer int, why error, notify, graceful bool) {
 	w.mu.Lock()
 	if w.failed[peer] != nil {
 		w.mu.Unlock()
@@ -794,7 +818,7 @@ func (w *world) markFailed(peer int, why error, notify bool) {
 		c := w.commOfCtx(ctxID)
 		keep := q.posted[:0]
 		for _, r := range q.posted {
-			if r.src == peer || r.src == anySource && c != nil && c.hasWorldRank(peer) {
+			if r.src == peer || !graceful && r.src == anySource && c != nil && c.hasWorldRank(peer) {
 				r.err = rerr
 				close(r.done)
 				continue
@@ -804,7 +828,7 @@ func (w *world) markFailed(peer int, why error, notify bool) {
 		q.posted = keep
 		keepP := q.probes[:0]
 		for _, r := range q.probes {
-			if r.src == peer || r.src == anySource && c != nil && c.hasWorldRank(peer) {
+			if r.src == peer || !graceful && r.src == anySource && c != nil && c.hasWorldRank(peer) {
 				r.err = rerr
 				close(r.done)
 				continue
@@ -819,9 +843,11 @@ func (w *world) markFailed(peer int, why error, notify bool) {
 			close(s.ch)
 		}
 	}
-	for c := range w.comms {
-		if c.hasWorldRank(peer) {
-			c.breakWith(rerr)
+	if !graceful {
+		for c := range w.comms {
+			if c.hasWorldRank(peer) {
+				c.breakWith(rerr)
+			}
 		}
 	}
 	closing := w.closing

@@ -88,13 +88,6 @@ func (n *MemNetwork) Listen(addr string, cfg Config) (Listener, error) {
 		return nil, err
 	}
 	ml := &memListener{n: n, addr: memAddr(addr), cfg: &c, conns: make(chan net.Conn)}
-	n.mu.Lock()
-	if _, dup := n.listeners[addr]; dup {
-		n.mu.Unlock()
-		return nil, &OpError{Op: "listen", Transport: KindMem, Peer: AnyRank, Addr: memAddr(addr), Err: errors.New("address in use")}
-	}
-	n.listeners[addr] = ml
-	n.mu.Unlock()
 	s := newStreamListener(KindMem, &c, ml.addr, ml.accept, ml.stop)
 	s.newLink = func(conn net.Conn, peer int) Link {
 		mc := conn.(*memConn)
@@ -102,6 +95,14 @@ func (n *MemNetwork) Listen(addr string, cfg Config) (Listener, error) {
 	}
 	ml.s = s
 	ml.quit = s.c.quit
+	// Publish the listener only once it is complete: Dial reads it.
+	n.mu.Lock()
+	if _, dup := n.listeners[addr]; dup {
+		n.mu.Unlock()
+		return nil, &OpError{Op: "listen", Transport: KindMem, Peer: AnyRank, Addr: memAddr(addr), Err: errors.New("address in use")}
+	}
+	n.listeners[addr] = ml
+	n.mu.Unlock()
 	s.start()
 	return s, nil
 }

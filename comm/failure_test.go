@@ -1,0 +1,283 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// kill makes a rank vanish without a goodbye, as a crashed process would.
+func kill(c *Comm) { c.w.shutdown() }
+
+func TestRankDeathFailsEveryRank(t *testing.T) {
+	for _, tr := range []string{"mem", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			comms := startWorld(t, 4, tr, nil)
+			ctx := context.Background()
+			errs := make([]error, 4)
+			var wg sync.WaitGroup
+			for r := 0; r < 3; r++ {
+				wg.Add(1)
+				go func(r int) {
+					defer wg.Done()
+					// Everyone waits in a collective that rank 3 never joins.
+					_, errs[r] = comms[r].Allgatherv(ctx, []byte{byte(r)})
+				}(r)
+			}
+			time.Sleep(50 * time.Millisecond)
+			start := time.Now()
+			kill(comms[3])
+			wg.Wait()
+			require.Less(t, time.Since(start), 5*time.Second)
+			for r := 0; r < 3; r++ {
+				var re *RankError
+				require.True(t, errors.As(errs[r], &re), "rank %d: %v", r, errs[r])
+				require.Equal(t, 3, re.Rank, "rank %d: %v", r, errs[r])
+				require.ErrorIs(t, errs[r], ErrRankFailed)
+				require.Equal(t, "Allgather", re.Op)
+			}
+			// Later operations that need rank 3 fail at once; others work.
+			err := comms[0].Send(ctx, 3, 0, []byte("x"))
+			require.ErrorIs(t, err, ErrRankFailed)
+			require.ErrorIs(t, comms[1].Barrier(ctx), ErrRankFailed)
+			onAll(t, comms[:3], func(c *Comm) error {
+				if c.Rank() == 0 {
+					return c.Send(ctx, 1, 7, []byte("still alive"))
+				}
+				if c.Rank() == 1 {
+					b, _, err := c.Recv(ctx, 0, 7)
+					if err == nil && string(b) != "still alive" {
+						err = fmt.Errorf("got %q", b)
+					}
+					return err
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestSilentPeerDetected(t *testing.T) {
+	comms := startWorld(t, 2, "mem", func(c *Config) {
+		c.Heartbeat = 20 * time.Millisecond
+		c.FailAfter = 200 * time.Millisecond
+	})
+	// Rank 1 stops sending heartbeats but keeps its links open: a hung host.
+	w1 := comms[1].w
+	close(w1.quit)
+	start := time.Now()
+	_, _, err := comms[0].Recv(context.Background(), 1, 0)
+	require.ErrorIs(t, err, ErrRankFailed)
+	require.ErrorContains(t, err, "silent")
+	require.Less(t, time.Since(start), 3*time.Second)
+}
+
+func TestWrongSecret(t *testing.T) {
+	coord := freePort(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	comms := make([]*Comm, 2)
+	for r := 0; r < 2; r++ {
+		secret := testSecret
+		if r == 1 {
+			secret = "not the job secret at all"
+		}
+		wg.Add(1)
+		go func(r int, secret string) {
+			defer wg.Done()
+			comms[r], errs[r] = Init(ctx, &Config{Bootstrap: &Bootstrap{Rank: r, Size: 2, Coord: coord, Secret: []byte(secret), Job: "j", Transport: "tcp", Timeout: 2 * time.Second}})
+		}(r, secret)
+	}
+	start := time.Now()
+	wg.Wait()
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Nil(t, comms[0])
+	require.Nil(t, comms[1])
+	require.ErrorContains(t, errs[1], "authentication")
+	var re *RankError
+	require.True(t, errors.As(errs[0], &re), "%v", errs[0])
+	require.Equal(t, 1, re.Rank)
+	require.ErrorIs(t, errs[0], context.DeadlineExceeded)
+	require.ErrorContains(t, errs[0], "missing ranks [1]")
+}
+
+func TestArgumentErrors(t *testing.T) {
+	comms := startWorld(t, 2, "mem", nil)
+	c := comms[0]
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"send rank":       c.Send(ctx, 2, 0, nil),
+		"send tag":        c.Send(ctx, 1, -3, nil),
+		"bcast root":      func() error { _, err := c.Bcast(ctx, 5, nil); return err }(),
+		"alltoallv count": func() error { _, err := c.Alltoallv(ctx, make([][]byte, 3)); return err }(),
+		"alltoallv algo":  func() error { _, err := c.AlltoallvWith(ctx, make([][]byte, 2), AlltoallvOptions{Algorithm: "fastest"}); return err }(),
+		"alltoall sizes":  func() error { _, err := c.Alltoall(ctx, [][]byte{{1}, {1, 2}}); return err }(),
+		"scatter parts":   func() error { _, err := c.Scatterv(ctx, 0, make([][]byte, 1)); return err }(),
+		"scatter sizes":   func() error { _, err := c.Scatter(ctx, 0, [][]byte{{1}, {}}); return err }(),
+		"reduce nil op":   func() error { _, err := Reduce[int](ctx, c, 0, []int{1}, nil); return err }(),
+		"recv rank":       func() error { _, _, err := c.Recv(ctx, 9, 0); return err }(),
+	} {
+		var ae *ArgError
+		require.True(t, errors.As(err, &ae), "%s: %v", name, err)
+		require.ErrorIs(t, err, ErrArgument, name)
+	}
+	// Nothing moved: a collective still works afterwards.
+	onAll(t, comms, func(c *Comm) error { return c.Barrier(ctx) })
+}
+
+func TestMismatchedCollectives(t *testing.T) {
+	comms := startWorld(t, 2, "mem", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var e0, e1 error
+	wg.Add(2)
+	go func() { defer wg.Done(); e0 = comms[0].Barrier(ctx) }()
+	go func() { defer wg.Done(); _, e1 = comms[1].Bcast(ctx, 0, nil) }()
+	wg.Wait()
+	require.ErrorIs(t, e0, ErrMismatch)
+	require.ErrorContains(t, e0, "rank 0 called Barrier while rank 1 called Bcast")
+	require.ErrorIs(t, e1, ErrMismatch)
+
+	// Different Alltoallv algorithms.
+	comms = startWorld(t, 2, "mem", nil)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, e0 = comms[0].AlltoallvWith(ctx, make([][]byte, 2), AlltoallvOptions{Algorithm: Naive})
+	}()
+	go func() {
+		defer wg.Done()
+		_, e1 = comms[1].AlltoallvWith(ctx, make([][]byte, 2), AlltoallvOptions{Algorithm: collective.OpenShop})
+	}()
+	wg.Wait()
+	require.ErrorIs(t, e0, ErrMismatch)
+	require.ErrorIs(t, e1, ErrMismatch)
+
+	// Gather of different sizes is reported at root.
+	comms = startWorld(t, 2, "mem", nil)
+	wg.Add(2)
+	go func() { defer wg.Done(); _, e0 = comms[0].Gather(ctx, 0, []byte{1, 2}) }()
+	go func() { defer wg.Done(); _, e1 = comms[1].Gather(ctx, 0, []byte{1}) }()
+	wg.Wait()
+	require.ErrorIs(t, e0, ErrMismatch)
+	require.NoError(t, e1)
+}
+
+func TestTimeouts(t *testing.T) {
+	comms := startWorld(t, 2, "mem", func(c *Config) { c.OpTimeout = 100 * time.Millisecond })
+	_, _, err := comms[0].Recv(context.Background(), 1, 0)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "rank 1")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, comms[1].Barrier(ctx), context.DeadlineExceeded)
+	// A cancelled receive leaves no trace: the message goes to the next one.
+	require.NoError(t, comms[1].Send(context.Background(), 0, 4, []byte("late")))
+	b, _, err := comms[0].Recv(context.Background(), 1, 4)
+	require.NoError(t, err)
+	require.Equal(t, "late", string(b))
+}
+
+func TestSplit(t *testing.T) {
+	comms := startWorld(t, 5, "mem", nil)
+	ctx := context.Background()
+	subs := make([]*Comm, 5)
+	onAll(t, comms, func(c *Comm) error {
+		color := c.Rank() % 2
+		if c.Rank() == 4 {
+			color = Undefined
+		}
+		sub, err := c.Split(ctx, color, -c.Rank())
+		subs[c.Rank()] = sub
+		return err
+	})
+	require.Nil(t, subs[4])
+	// Color 0: ranks 0, 2 ordered by key -rank: 2 first.
+	require.Equal(t, 2, subs[0].Size())
+	require.Equal(t, 1, subs[0].Rank())
+	require.Equal(t, 0, subs[2].Rank())
+	require.Equal(t, 2, subs[1].Size())
+	onAll(t, []*Comm{subs[0], subs[1], subs[2], subs[3]}, func(c *Comm) error {
+		sum, err := Allreduce(ctx, c, []int{c.WorldRank(c.Rank())}, Sum)
+		if err != nil {
+			return err
+		}
+		want := map[int]int{0: 2, 1: 4}[c.WorldRank(0)%2]
+		if sum[0] != want {
+			return fmt.Errorf("sum %d, want %d", sum[0], want)
+		}
+		// Sub-communicator traffic does not mix with the world's.
+		peer := 1 - c.Rank()
+		got, _, err := c.Sendrecv(ctx, []byte{byte(c.Rank())}, peer, 1, peer, 1)
+		if err != nil {
+			return err
+		}
+		if got[0] != byte(peer) {
+			return fmt.Errorf("sendrecv got %d", got[0])
+		}
+		return c.Close()
+	})
+}
+
+func TestNonBlockingAndProbe(t *testing.T) {
+	comms := startWorld(t, 2, "mem", func(c *Config) { c.EagerLimit = 16 })
+	ctx := context.Background()
+	onAll(t, comms, func(c *Comm) error {
+		if c.Rank() == 0 {
+			// Same tag, eager and rendezvous mixed: must arrive in order.
+			var reqs []*Request
+			for i := 0; i < 10; i++ {
+				reqs = append(reqs, c.Isend(ctx, 1, 9, make([]byte, i*10)))
+			}
+			for _, r := range reqs {
+				if _, err := r.Wait(ctx); err != nil {
+					return err
+				}
+			}
+			return c.Send(ctx, 1, 10, []byte("probe me"))
+		}
+		var reqs []*Request
+		for i := 0; i < 10; i++ {
+			reqs = append(reqs, c.Irecv(ctx, 0, 9))
+		}
+		for i, r := range reqs {
+			st, err := r.Wait(ctx)
+			if err != nil {
+				return err
+			}
+			if st.Len != i*10 || len(r.Data()) != i*10 {
+				return fmt.Errorf("message %d has %d bytes: overtaken", i, st.Len)
+			}
+		}
+		st, err := c.Probe(ctx, AnySource, 10)
+		if err != nil {
+			return err
+		}
+		if st.Len != 8 || st.Source != 0 {
+			return fmt.Errorf("probe %+v", st)
+		}
+		ok, st2, err := c.Iprobe(0, AnyTag)
+		if err != nil || !ok || st2 != st {
+			return fmt.Errorf("iprobe %v %+v %v", ok, st2, err)
+		}
+		small := make([]byte, 4)
+		got, _, err := c.RecvInto(ctx, small, 0, 10)
+		if !errors.Is(err, ErrTruncated) || string(got) != "prob" {
+			return fmt.Errorf("truncation: %q %v", got, err)
+		}
+		ok, _, _ = c.Iprobe(AnySource, AnyTag)
+		if ok {
+			return fmt.Errorf("truncated message still queued")
+		}
+		return nil
+	})
+}
