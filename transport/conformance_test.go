@@ -47,7 +47,25 @@ func transports() []netFactory {
 			newNet: func(testing.TB) Network { return NewMemNetwork(1) },
 			addr:   func(r int) string { return fmt.Sprintf("rank-%d", r) },
 		},
+		{
+			name: "mem-shaped",
+			newNet: func(t testing.TB) Network {
+				n := NewMemNetwork(2)
+				require.NoError(t, n.SetDefaultShape(ShapeConfig{Rate: 2e9, Delay: 200 * time.Microsecond, Loss: 0.01, Seed: 7}))
+				return n
+			},
+			addr: func(r int) string { return fmt.Sprintf("rank-%d", r) },
+		},
 		socketFactory(KindTCP),
+		{
+			name: "tcp-shaped",
+			newNet: func(t testing.TB) Network {
+				n, err := ShapeNetwork(tcpNetwork{}, ShapeConfig{Rate: 2e9, Delay: 200 * time.Microsecond, Loss: 0.01, Seed: 7})
+				require.NoError(t, err)
+				return n
+			},
+			addr: func(int) string { return "127.0.0.1:0" },
+		},
 		socketFactory(KindTLS),
 		socketFactory(KindQUIC),
 		// socketFactory(KindUDP), // once transport/internal/rudp is merged
