@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -170,15 +169,13 @@ func (l *quicListener) handshake(conn *quic.Conn) (Link, error) {
 		return nil, authErr(AnyRank, err)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = st.SetDeadline(aLongTimeAgo) })
-	peer, err := listenHandshake(st, hsParams{job: l.cfg.JobID, rank: l.cfg.Rank, secret: l.cfg.Secret, binding: binding})
+	peer, err := listenHandshake(st, hsParams{job: l.cfg.JobID, rank: l.cfg.Rank, secret: l.cfg.Secret, binding: binding,
+		check: func(peer int) error { return checkFingerprint(l.cfg, peer, &cs) }})
 	if !stop() && err == nil {
 		err = authErr(peer, context.DeadlineExceeded)
 	}
 	if err != nil {
 		return nil, fixAuthErr(ctx, err, remote)
-	}
-	if err := checkFingerprint(l.cfg, peer, &cs); err != nil {
-		return nil, authErr(peer, err)
 	}
 	return newQUICLink(conn, st, l.cfg, peer, nil), nil
 }
@@ -279,15 +276,13 @@ func (n quicNetwork) Dial(ctx context.Context, addr string, peer int, cfg Config
 		return authFail(peer, &AuthError{Role: "dialer", Rank: peer, Err: err})
 	}
 	stop := context.AfterFunc(hctx, func() { _ = st.SetDeadline(aLongTimeAgo) })
-	got, err := dialHandshake(st, hsParams{job: c.JobID, rank: c.Rank, secret: c.Secret, binding: binding}, peer)
+	got, err := dialHandshake(st, hsParams{job: c.JobID, rank: c.Rank, secret: c.Secret, binding: binding,
+		check: func(peer int) error { return checkFingerprint(&c, peer, &cs) }}, peer)
 	if !stop() && err == nil {
 		err = &AuthError{Role: "dialer", Rank: got, Err: context.DeadlineExceeded}
 	}
 	if err != nil {
 		return authFail(peer, err)
-	}
-	if err := checkFingerprint(&c, got, &cs); err != nil {
-		return authFail(got, &AuthError{Role: "dialer", Rank: got, Err: err})
 	}
 	return newQUICLink(conn, st, &c, got, cleanup), nil
 }
@@ -491,4 +486,3 @@ func (l *quicLink) Close() error {
 	return nil
 }
 
-var _ = tls.VersionTLS13
