@@ -485,4 +485,3 @@ func (l *quicLink) Close() error {
 	})
 	return nil
 }
-

@@ -27,8 +27,8 @@ type logCapture struct {
 func newLogCapture() *logCapture { return &logCapture{ch: make(chan error, 64)} }
 
 func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h *logCapture) WithGroup(string) slog.Handler           { return h }
+func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logCapture) WithGroup(string) slog.Handler            { return h }
 func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool {
 		if e, ok := a.Value.Any().(error); ok && a.Key == "err" {
