@@ -79,6 +79,7 @@ func (n quicNetwork) Listen(addr string, cfg Config) (Listener, error) {
 	}
 	l := &quicListener{cfg: &c, tr: tr, udp: udp, ln: ln, links: make(chan Link, 16), c: newCloser(),
 		pending: map[*quic.Conn]struct{}{}}
+	l.refs.Store(1) // the listener's own reference
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -98,6 +99,17 @@ type quicListener struct {
 
 	mu      sync.Mutex // guards pending
 	pending map[*quic.Conn]struct{}
+
+	// refs counts the users of the UDP socket: the listener until Close,
+	// and every accepted link until its Close. The last one closes it.
+	refs atomic.Int64
+}
+
+func (l *quicListener) unref() {
+	if l.refs.Add(-1) == 0 {
+		_ = l.tr.Close()
+		_ = l.udp.Close()
+	}
 }
 
 var _ Listener = (*quicListener)(nil)
@@ -177,7 +189,8 @@ func (l *quicListener) handshake(conn *quic.Conn) (Link, error) {
 	if err != nil {
 		return nil, fixAuthErr(ctx, err, remote)
 	}
-	return newQUICLink(conn, st, l.cfg, peer, nil), nil
+	l.refs.Add(1)
+	return newQUICLink(conn, st, l.cfg, peer, l.unref), nil
 }
 
 func (l *quicListener) Accept(ctx context.Context) (Link, error) {
@@ -200,6 +213,7 @@ func (l *quicListener) Accept(ctx context.Context) (Link, error) {
 // until they close too: the socket is shared by all of them.
 func (l *quicListener) Close() error {
 	l.c.close(func() {
+		defer l.unref()
 		l.cancel()
 		_ = l.ln.Close()
 		l.mu.Lock()
@@ -292,7 +306,7 @@ type quicLink struct {
 	conn    *quic.Conn
 	cfg     *Config
 	peer    int
-	release func() // closes the dialer's own transport and socket
+	release func() // gives up the link's hold on its UDP socket
 
 	writers [numChannels]*quicWriter
 

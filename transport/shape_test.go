@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -108,14 +109,14 @@ func TestShapeTiming(t *testing.T) {
 
 func TestShapeLatency(t *testing.T) {
 	// Small messages see the delay, not the rate.
-	a, b := shapedPair(t, ShapeConfig{Rate: 1e9, Delay: 20 * time.Millisecond})
+	a, b := shapedPair(t, ShapeConfig{Rate: 1e9, Delay: 300 * time.Millisecond})
 	ctx := testCtx(t)
 	start := time.Now()
 	require.NoError(t, a.Send(ctx, Header{Type: MsgHeartbeat}, nil))
-	require.Less(t, time.Since(start), 15*time.Millisecond, "Send should not wait for the delay")
+	require.Less(t, time.Since(start), 250*time.Millisecond, "Send should not wait for the delay")
 	_, err := b.Recv(ctx)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
 }
 
 func TestShapeValidate(t *testing.T) {
@@ -135,4 +136,32 @@ func TestShapeCancelMidSend(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	err = a.Send(context.Background(), Header{Type: MsgEager}, nil)
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestLossyPacketConn(t *testing.T) {
+	recv, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer recv.Close()
+	send, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer send.Close()
+	count := func(seed uint64) int {
+		lossy := LossyPacketConn(send, 0.2, seed)
+		got := 0
+		for i := range 200 { // few enough to fit the receive buffer
+			_, err := lossy.WriteTo([]byte{byte(i)}, recv.LocalAddr())
+			require.NoError(t, err)
+		}
+		buf := make([]byte, 16)
+		for {
+			_ = recv.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			if _, _, err := recv.ReadFrom(buf); err != nil {
+				return got
+			}
+			got++
+		}
+	}
+	a := count(5)
+	require.InDelta(t, 160, a, 30, "about 20%% of 200 datagrams dropped")
+	require.Equal(t, a, count(5), "the same seed drops the same datagrams")
 }
