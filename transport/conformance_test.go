@@ -47,7 +47,25 @@ func transports() []netFactory {
 			newNet: func(testing.TB) Network { return NewMemNetwork(1) },
 			addr:   func(r int) string { return fmt.Sprintf("rank-%d", r) },
 		},
+		{
+			name: "mem-shaped",
+			newNet: func(t testing.TB) Network {
+				n := NewMemNetwork(2)
+				require.NoError(t, n.SetDefaultShape(ShapeConfig{Rate: 2e9, Delay: 200 * time.Microsecond, Loss: 0.01, Seed: 7}))
+				return n
+			},
+			addr: func(r int) string { return fmt.Sprintf("rank-%d", r) },
+		},
 		socketFactory(KindTCP),
+		{
+			name: "tcp-shaped",
+			newNet: func(t testing.TB) Network {
+				n, err := ShapeNetwork(tcpNetwork{}, ShapeConfig{Rate: 2e9, Delay: 200 * time.Microsecond, Loss: 0.01, Seed: 7})
+				require.NoError(t, err)
+				return n
+			},
+			addr: func(int) string { return "127.0.0.1:0" },
+		},
 		socketFactory(KindTLS),
 		socketFactory(KindQUIC),
 		// socketFactory(KindUDP), // once transport/internal/rudp is merged
@@ -128,6 +146,7 @@ func runConformance(t *testing.T, f netFactory) {
 	t.Run("CloseWhileSending", func(t *testing.T) { testCloseWhileSending(t, f) })
 	t.Run("PeerDisappears", func(t *testing.T) { testPeerDisappears(t, f) })
 	t.Run("CloseIdempotent", func(t *testing.T) { testCloseIdempotent(t, f) })
+	t.Run("ListenerCloseKeepsLinks", func(t *testing.T) { testListenerClose(t, f) })
 	for _, n := range []int{1, 2, 3, 4, 7} {
 		t.Run(fmt.Sprintf("World/ranks=%d", n), func(t *testing.T) { testWorld(t, f, n) })
 	}
@@ -473,4 +492,35 @@ func testWorld(t *testing.T, f netFactory, n int) {
 		}
 	}
 	require.NoError(t, g.Wait())
+}
+
+// Closing a listener stops accepting but leaves accepted links working.
+func testListenerClose(t *testing.T, f netFactory) {
+	ctx := testCtx(t)
+	n := f.newNet(t)
+	ln, err := n.Listen(f.addr(1), testConfig(1))
+	require.NoError(t, err)
+	a, err := n.Dial(ctx, ln.Addr().String(), 1, testConfig(0))
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := ln.Accept(ctx)
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, ln.Close())
+	require.NoError(t, ln.Close())
+	_, err = ln.Accept(ctx)
+	require.ErrorIs(t, err, net.ErrClosed)
+	for i := range 3 {
+		require.NoError(t, a.Send(ctx, Header{Type: MsgRndvData, Seq: uint64(i)}, pattern(100_000)))
+		m, err := b.Recv(ctx)
+		require.NoError(t, err)
+		require.Equal(t, pattern(100_000), m.Payload)
+		require.NoError(t, b.Send(ctx, Header{Type: MsgEager}, []byte("ok")))
+		_, err = a.Recv(ctx)
+		require.NoError(t, err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = n.Dial(dctx, ln.Addr().String(), 1, testConfig(2))
+	require.Error(t, err, "a closed listener accepts nothing")
 }

@@ -164,6 +164,10 @@ func classify(ctx context.Context, err error, closed bool) error {
 	if ctx != nil && ctx.Err() != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ctx.Err())) {
 		return ctx.Err()
 	}
+	var appErr *quic.ApplicationError
+	if errors.As(err, &appErr) && appErr.Remote {
+		return fmt.Errorf("%w: %w", ErrPeerClosed, err)
+	}
 	if errors.Is(err, net.ErrClosed) {
 		return ErrClosed
 	}

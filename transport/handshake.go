@@ -44,6 +44,10 @@ type hsParams struct {
 	rank    int
 	secret  []byte
 	binding []byte // channel binding (TLS exporter), nil on plain streams
+	// check, if set, vets the authenticated peer (certificate pinning)
+	// before the handshake completes, so a refused peer never sees it
+	// succeed.
+	check func(peer int) error
 }
 
 func putHSPrefix(b []byte, kind byte) {
@@ -147,6 +151,11 @@ func dialHandshake(rw io.ReadWriter, p hsParams, want int) (int, error) {
 	if !hmac.Equal(exp, macL) {
 		return fail(job, peer, ErrBadSecret)
 	}
+	if p.check != nil {
+		if err := p.check(peer); err != nil {
+			return fail(job, peer, err)
+		}
+	}
 
 	var fin [hsFinishLen]byte
 	putHSPrefix(fin[:], hsFinish)
@@ -205,6 +214,11 @@ func listenHandshake(rw io.ReadWriter, p hsParams) (int, error) {
 	exp := hsMAC(p.secret, "hetcomm/1 dialer", p.job, uint32(peer), uint32(p.rank), nonceD, nonceL, p.binding)
 	if !hmac.Equal(exp, fin[8:]) {
 		return fail(job, peer, ErrBadSecret)
+	}
+	if p.check != nil {
+		if err := p.check(peer); err != nil {
+			return fail(job, peer, err)
+		}
 	}
 	var acc [hsAcceptLen]byte
 	putHSPrefix(acc[:], hsAccept)

@@ -146,7 +146,7 @@ type streamListener struct {
 	// handshake and returns the channel binding.
 	upgrade func(ctx context.Context, c net.Conn) (net.Conn, []byte, error)
 	// verify, if set, checks the authenticated peer against the
-	// connection (certificate fingerprint).
+	// connection (certificate fingerprint) before the handshake completes.
 	verify func(c net.Conn, peer int) error
 	// newLink makes the link of an authenticated connection; nil means a
 	// streamLink over the connection.
@@ -258,14 +258,13 @@ func (s *streamListener) handshake(conn net.Conn) (Link, error) {
 		}
 		conn, binding = c, b
 	}
-	peer, err := listenHandshake(conn, hsParams{job: s.cfg.JobID, rank: s.cfg.Rank, secret: s.cfg.Secret, binding: binding})
+	p := hsParams{job: s.cfg.JobID, rank: s.cfg.Rank, secret: s.cfg.Secret, binding: binding}
+	if s.verify != nil {
+		p.check = func(peer int) error { return s.verify(conn, peer) }
+	}
+	peer, err := listenHandshake(conn, p)
 	if err != nil {
 		return nil, fixAuthErr(ctx, err, conn.RemoteAddr())
-	}
-	if s.verify != nil {
-		if err := s.verify(conn, peer); err != nil {
-			return nil, &AuthError{Role: "listener", Remote: conn.RemoteAddr(), Job: s.cfg.JobID, Rank: peer, Err: err}
-		}
 	}
 	if !stop() {
 		return nil, &AuthError{Role: "listener", Remote: conn.RemoteAddr(), Rank: peer, Err: context.DeadlineExceeded}
@@ -354,12 +353,7 @@ func dialStream(ctx context.Context, kind Kind, conn net.Conn, cfg *Config, peer
 	ctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
-	got, err := dialHandshake(conn, hsParams{job: cfg.JobID, rank: cfg.Rank, secret: cfg.Secret, binding: binding}, peer)
-	if err == nil && verify != nil {
-		if verr := verify(got); verr != nil {
-			err = &AuthError{Role: "dialer", Job: cfg.JobID, Rank: got, Err: verr}
-		}
-	}
+	got, err := dialHandshake(conn, hsParams{job: cfg.JobID, rank: cfg.Rank, secret: cfg.Secret, binding: binding, check: verify}, peer)
 	if !stop() && err == nil {
 		err = &AuthError{Role: "dialer", Rank: got, Err: ctx.Err()}
 	}

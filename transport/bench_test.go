@@ -1,0 +1,178 @@
+package transport
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+)
+
+// Benchmarks on loopback: bandwidth at 4 MiB (one direction, streaming, the
+// receiver reusing its buffer through Config.Alloc, as an OSU bandwidth test
+// does) and the round trip of an 8-byte message, for every transport and
+// for a plain net.Conn TCP baseline. See README.md, "Transport performance".
+//
+//	go test -run '^$' -bench . -count 5 ./transport/
+
+const benchBig = 4 << 20
+
+func benchTransports() []netFactory {
+	var out []netFactory
+	for _, f := range transports() {
+		if f.name == "mem-shaped" || f.name == "tcp-shaped" {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func BenchmarkBandwidth(b *testing.B) {
+	b.Run("transport=tcp-baseline/bytes=4MiB", benchRawBandwidth)
+	for _, f := range benchTransports() {
+		b.Run("transport="+f.name+"/bytes=4MiB", func(b *testing.B) { benchBandwidth(b, f) })
+	}
+}
+
+func BenchmarkRoundTrip(b *testing.B) {
+	b.Run("transport=tcp-baseline/bytes=8", benchRawRoundTrip)
+	for _, f := range benchTransports() {
+		b.Run("transport="+f.name+"/bytes=8", func(b *testing.B) { benchRoundTrip(b, f) })
+	}
+}
+
+func benchBandwidth(b *testing.B, f netFactory) {
+	rbuf := make([]byte, benchBig)
+	cb := testConfig(1)
+	cb.Alloc = func(Header) []byte { return rbuf }
+	a, r := pair(b, f, testConfig(0), cb)
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := r.Recv(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	payload := make([]byte, benchBig)
+	b.SetBytes(benchBig)
+	for b.Loop() {
+		if err := a.Send(ctx, Header{Type: MsgRndvData}, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = a.Close()
+	<-done
+}
+
+func benchRoundTrip(b *testing.B, f netFactory) {
+	a, r := pair(b, f, testConfig(0), testConfig(1))
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			m, err := r.Recv(ctx)
+			if err != nil {
+				return
+			}
+			if err := r.Send(ctx, m.Header, m.Payload); err != nil {
+				return
+			}
+		}
+	}()
+	msg := make([]byte, 8)
+	for b.Loop() {
+		if err := a.Send(ctx, Header{Type: MsgEager}, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := a.Recv(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = a.Close()
+	<-done
+}
+
+// rawPair returns two connected plain TCP connections on loopback.
+func rawPair(b *testing.B) (net.Conn, net.Conn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			ch <- nil
+			return
+		}
+		ch <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := <-ch
+	if s == nil {
+		b.Fatal("accept failed")
+	}
+	b.Cleanup(func() { _ = c.Close(); _ = s.Close() })
+	return c, s
+}
+
+// benchRawBandwidth is the physical limit: plain net.Conn writes of 4 MiB
+// on loopback, read with io.ReadFull into a reused buffer.
+func benchRawBandwidth(b *testing.B) {
+	c, s := rawPair(b)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, benchBig)
+		for {
+			if _, err := io.ReadFull(s, buf); err != nil {
+				return
+			}
+		}
+	}()
+	payload := make([]byte, benchBig)
+	b.SetBytes(benchBig)
+	for b.Loop() {
+		if _, err := c.Write(payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = c.Close()
+	<-done
+}
+
+func benchRawRoundTrip(b *testing.B) {
+	c, s := rawPair(b)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 8)
+		for {
+			if _, err := io.ReadFull(s, buf); err != nil {
+				return
+			}
+			if _, err := s.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 8)
+	for b.Loop() {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = c.Close()
+	<-done
+}
