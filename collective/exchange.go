@@ -156,7 +156,20 @@ func (in *exchangeInstance) buildPlan(algo Algorithm, send, recv [][]int) (*Plan
 		}
 		costs[k] = in.cost[t.Src][t.Dst]
 	}
-	mk, err := simulateTransfers(n, p.Transfers, costs)
+	// The orders as transfer indices, for the simulator.
+	sendOrd, recvOrd := make([][]int, n), make([][]int, n)
+	idx := make([]int, 2*len(p.Transfers))
+	for r := 0; r < n; r++ {
+		sendOrd[r], idx = idx[:len(send[r]):len(send[r])], idx[len(send[r]):]
+		for k, j := range send[r] {
+			sendOrd[r][k] = int(at[r*n+j]) - 1
+		}
+		recvOrd[r], idx = idx[:len(recv[r]):len(recv[r])], idx[len(recv[r]):]
+		for k, i := range recv[r] {
+			recvOrd[r][k] = int(at[i*n+r]) - 1
+		}
+	}
+	mk, err := simulateOrders(p.Transfers, costs, sendOrd, recvOrd)
 	if err != nil {
 		return nil, fmt.Errorf("collective: internal error: %s: %w", algo, err)
 	}
@@ -305,10 +318,8 @@ func sendSeqOf(t *Transfer) int { return t.SendSeq }
 func recvSeqOf(t *Transfer) int { return t.RecvSeq }
 
 // simulateTransfers sets Start and End of every transfer from the orders
-// (SendSeq, RecvSeq) and durations costs, and returns the makespan. Ranks
-// must be in range. A transfer's start is the later of the ends of its
-// predecessors in its sender's and its receiver's orders; the transfers
-// are visited in a topological order of that precedence graph (Kahn).
+// its SendSeq and RecvSeq describe and durations costs, and returns the
+// makespan. Ranks must be in range.
 func simulateTransfers(n int, ts []Transfer, costs []float64) (float64, error) {
 	sendOrd, err := rankOrders(n, ts, srcOf, sendSeqOf, "send_seq")
 	if err != nil {
@@ -318,86 +329,87 @@ func simulateTransfers(n int, ts []Transfer, costs []float64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	T := len(ts)
-	sendPred := make([]int32, T)
-	recvPred := make([]int32, T)
-	sendSucc := make([]int32, T)
-	recvSucc := make([]int32, T)
-	for _, ord := range sendOrd {
-		for k, t := range ord {
-			sendPred[t], sendSucc[t] = -1, -1
-			if k > 0 {
-				sendPred[t] = int32(ord[k-1])
-			}
-			if k+1 < len(ord) {
-				sendSucc[t] = int32(ord[k+1])
-			}
+	return simulateOrders(ts, costs, sendOrd, recvOrd)
+}
+
+// simulateOrders is the discrete-event simulation of the one-port model:
+// sendOrd[r] and recvOrd[r] list indices into ts in rank r's send and
+// receive order. A transfer runs when it heads both its sender's and its
+// receiver's remaining order; it starts when both ports are free (the
+// later of the ends of its predecessors in the two orders) and lasts
+// costs[k]. The result does not depend on the order in which ready
+// transfers are taken. It returns the makespan, or an
+// [*ExchangeDeadlockError] if some transfers never become ready.
+func simulateOrders(ts []Transfer, costs []float64, sendOrd, recvOrd [][]int) (float64, error) {
+	n := len(sendOrd)
+	posS := make([]int32, len(ts)) // position of each transfer in its orders
+	posR := make([]int32, len(ts))
+	for _, o := range sendOrd {
+		for k, t := range o {
+			posS[t] = int32(k)
 		}
 	}
-	indeg := make([]int8, T)
-	queue := make([]int32, 0, T)
-	for _, ord := range recvOrd {
-		for k, t := range ord {
-			recvPred[t], recvSucc[t] = -1, -1
-			if k > 0 {
-				recvPred[t] = int32(ord[k-1])
-			}
-			if k+1 < len(ord) {
-				recvSucc[t] = int32(ord[k+1])
-			}
+	for _, o := range recvOrd {
+		for k, t := range o {
+			posR[t] = int32(k)
 		}
 	}
-	for t := 0; t < T; t++ {
-		if sendPred[t] >= 0 {
-			indeg[t]++
-		}
-		if recvPred[t] >= 0 {
-			indeg[t]++
-		}
-		if indeg[t] == 0 {
-			queue = append(queue, int32(t))
+	sp := make([]int32, n) // how far each rank has got in its orders
+	rp := make([]int32, n)
+	sendFree := make([]float64, n)
+	recvFree := make([]float64, n)
+	ready := make([]int32, 0, n)
+	isReady := func(t int) bool {
+		tr := &ts[t]
+		return sp[tr.Src] == posS[t] && rp[tr.Dst] == posR[t]
+	}
+	for r := 0; r < n; r++ {
+		if len(sendOrd[r]) > 0 && isReady(sendOrd[r][0]) {
+			ready = append(ready, int32(sendOrd[r][0]))
 		}
 	}
 	mk := 0.0
-	for h := 0; h < len(queue); h++ {
-		t := queue[h]
-		start := 0.0
-		if p := sendPred[t]; p >= 0 {
-			start = ts[p].End
+	done := 0
+	for len(ready) > 0 {
+		t := ready[len(ready)-1]
+		ready = ready[:len(ready)-1]
+		tr := &ts[t]
+		s, d := tr.Src, tr.Dst
+		start := sendFree[s]
+		if recvFree[d] > start {
+			start = recvFree[d]
 		}
-		if p := recvPred[t]; p >= 0 && ts[p].End > start {
-			start = ts[p].End
+		tr.Start, tr.End = start, start+costs[t]
+		sendFree[s], recvFree[d] = tr.End, tr.End
+		if tr.End > mk {
+			mk = tr.End
 		}
-		ts[t].Start = start
-		ts[t].End = start + costs[t]
-		if ts[t].End > mk {
-			mk = ts[t].End
+		sp[s]++
+		rp[d]++
+		done++
+		// Only the new heads of s's sends and d's receives can have
+		// become ready (each exactly once: it needs both ports).
+		if k := sp[s]; int(k) < len(sendOrd[s]) && isReady(sendOrd[s][k]) {
+			ready = append(ready, int32(sendOrd[s][k]))
 		}
-		for _, s := range [2]int32{sendSucc[t], recvSucc[t]} {
-			if s >= 0 {
-				if indeg[s]--; indeg[s] == 0 {
-					queue = append(queue, s)
-				}
-			}
+		if k := rp[d]; int(k) < len(recvOrd[d]) && isReady(recvOrd[d][k]) {
+			ready = append(ready, int32(recvOrd[d][k]))
 		}
 	}
-	if len(queue) == T {
+	if done == len(ts) {
 		return mk, nil
 	}
-	// Some transfers never became ready: follow unfinished predecessors
-	// from one of them until a transfer repeats.
-	done := make([]bool, T)
-	for _, t := range queue {
-		done[t] = true
-	}
-	start := 0
-	for done[start] {
-		start++
+	// Some transfers never became ready: from one of them, follow a
+	// predecessor that did not run until a transfer repeats.
+	ran := func(t int) bool { return posS[t] < sp[ts[t].Src] }
+	t := 0
+	for ran(t) {
+		t++
 	}
 	visit := map[int]int{}
 	var path []int
 	var wait []string
-	for t := start; ; {
+	for {
 		if at, ok := visit[t]; ok {
 			e := &ExchangeDeadlockError{Cycle: path[at:], Wait: wait[at:]}
 			for _, c := range e.Cycle {
@@ -407,57 +419,34 @@ func simulateTransfers(n int, ts []Transfer, costs []float64) (float64, error) {
 		}
 		visit[t] = len(path)
 		path = append(path, t)
-		if p := sendPred[t]; p >= 0 && !done[p] {
+		tr := &ts[t]
+		if k := posS[t]; k > 0 && !ran(sendOrd[tr.Src][k-1]) {
 			wait = append(wait, "send")
-			t = int(p)
+			t = sendOrd[tr.Src][k-1]
 		} else {
 			wait = append(wait, "recv")
-			t = int(recvPred[t])
+			t = recvOrd[tr.Dst][posR[t]-1]
 		}
 	}
 }
 
 // exchangeLowerBound returns t_lb: the largest sum of send costs or of
-// receive costs at any rank. The sums are taken in order of the peer's
-// rank (then of the transfer's index), so every plan of a pattern gets
-// the same bound to the last bit, however its transfers are listed.
+// receive costs at any rank. The sums run over a dense matrix in order of
+// the peer's rank, so every plan of a pattern gets the same bound to the
+// last bit, however its transfers are listed.
 func exchangeLowerBound(n int, ts []Transfer, costs []float64) float64 {
-	byPeer := make([]int, len(ts))
-	byRank := make([]int, len(ts))
-	count := make([]int, n+1)
-	// countingSort stably orders src by key into dst.
-	countingSort := func(dst, src []int, key func(*Transfer) int) {
-		clear(count)
-		for _, k := range src {
-			count[key(&ts[k])+1]++
-		}
-		for r := 1; r <= n; r++ {
-			count[r] += count[r-1]
-		}
-		for _, k := range src {
-			r := key(&ts[k])
-			dst[count[r]] = k
-			count[r]++
-		}
-	}
-	idx := make([]int, len(ts))
-	for k := range idx {
-		idx[k] = k
+	c := make([]float64, n*n)
+	for k, t := range ts {
+		c[t.Src*n+t.Dst] += costs[k]
 	}
 	lb := 0.0
-	for _, side := range [2]struct{ rank, peer func(*Transfer) int }{{srcOf, dstOf}, {dstOf, srcOf}} {
-		countingSort(byPeer, idx, side.peer)
-		countingSort(byRank, byPeer, side.rank)
-		for k := 0; k < len(byRank); {
-			r := side.rank(&ts[byRank[k]])
-			sum := 0.0
-			for ; k < len(byRank) && side.rank(&ts[byRank[k]]) == r; k++ {
-				sum += costs[byRank[k]]
-			}
-			if sum > lb {
-				lb = sum
-			}
+	for r := 0; r < n; r++ {
+		snd, rcv := 0.0, 0.0
+		for p := 0; p < n; p++ {
+			snd += c[r*n+p]
+			rcv += c[p*n+r]
 		}
+		lb = math.Max(lb, math.Max(snd, rcv))
 	}
 	return lb
 }
@@ -496,7 +485,7 @@ func ValidateExchange(x *Exchange, p *Plan) error {
 		return fmt.Errorf("collective: an alltoall plan has multicast tasks or redistribution steps")
 	}
 	ts := p.Transfers
-	at := make(map[[2]int]int, len(ts))
+	at := make([]int32, n*n) // index+1 of the transfer of each pair
 	for k, t := range ts {
 		switch {
 		case t.Src < 0 || t.Src >= n || t.Dst < 0 || t.Dst >= n:
@@ -508,15 +497,15 @@ func ValidateExchange(x *Exchange, p *Plan) error {
 		case t.Bytes != x.Bytes[t.Src][t.Dst]:
 			return fmt.Errorf("collective: transfer %d (%d->%d) carries %d bytes, the pattern has %d", k, t.Src, t.Dst, t.Bytes, x.Bytes[t.Src][t.Dst])
 		}
-		if prev, dup := at[[2]int{t.Src, t.Dst}]; dup {
-			return fmt.Errorf("collective: the pair %d->%d is delivered twice, by transfers %d and %d", t.Src, t.Dst, prev, k)
+		if prev := at[t.Src*n+t.Dst]; prev != 0 {
+			return fmt.Errorf("collective: the pair %d->%d is delivered twice, by transfers %d and %d", t.Src, t.Dst, prev-1, k)
 		}
-		at[[2]int{t.Src, t.Dst}] = k
+		at[t.Src*n+t.Dst] = int32(k + 1)
 	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i != j && x.Bytes[i][j] > 0 {
-				if _, ok := at[[2]int{i, j}]; !ok {
+				if at[i*n+j] == 0 {
 					return fmt.Errorf("collective: the pair %d->%d (%d bytes) is never delivered", i, j, x.Bytes[i][j])
 				}
 			}

@@ -171,27 +171,36 @@ func (in *exchangeInstance) greedy() (send, recv [][]int) {
 // both become available at its end.
 //
 // Ties (the paper leaves them open): senders available at the same time go
-// in increasing rank order; receivers available at the same time are
-// chosen by the smallest cyclic distance (j - i) mod P, the caterpillar's
-// order, so that on a homogeneous system the heuristic produces the
-// caterpillar's contention-free steps.
+// in increasing rank order; among receivers available at the same time the
+// sender takes the one at the smallest cyclic distance (j - i) mod P, the
+// caterpillar's order, so that on a homogeneous system the heuristic
+// produces the caterpillar's contention-free steps.
 //
-// Senders sit in a binary heap keyed by (sendavail, rank): each message
-// costs O(log P) for the heap and O(P) for the scan of the sender's
-// receivers, O(P^3) in all.
+// Senders sit in a binary heap keyed by (sendavail, rank); each sender
+// keeps its remaining receivers in cyclic order, so the scan for the
+// earliest one (the first strict minimum) needs no arithmetic. Each
+// message costs O(log P) for the heap and O(P) for the scan and the
+// removal, O(P^3) in all.
 func (in *exchangeInstance) openShop() (send, recv [][]int) {
 	n := in.n
 	send, recv = in.newOrders()
-	remaining := make([][]int, n)
+	remaining := make([][]int32, n)
 	sendAvail := make([]float64, n)
 	recvAvail := make([]float64, n)
-	h := senderHeap{}
+	h := senderHeap{e: make([]senderAt, 0, n)}
+	buf := make([]int32, 0, in.events)
 	for i := 0; i < n; i++ {
-		for j := 0; j < n; j++ {
+		start := len(buf)
+		for d := 1; d < n; d++ {
+			j := i + d
+			if j >= n {
+				j -= n
+			}
 			if in.isMsg(i, j) {
-				remaining[i] = append(remaining[i], j)
+				buf = append(buf, int32(j))
 			}
 		}
+		remaining[i] = buf[start:len(buf):len(buf)]
 		if len(remaining[i]) > 0 {
 			send[i] = make([]int, 0, len(remaining[i]))
 			h.push(0, i)
@@ -200,23 +209,22 @@ func (in *exchangeInstance) openShop() (send, recv [][]int) {
 	for h.len() > 0 {
 		_, i := h.pop()
 		r := remaining[i]
-		best := 0
-		bestDist := (r[0] - i + n) % n
-		for k := 1; k < len(r); k++ {
-			j := r[k]
-			d := (j - i + n) % n
-			if a, b := recvAvail[j], recvAvail[r[best]]; a < b || (a == b && d < bestDist) {
-				best, bestDist = k, d
+		best, bestAvail := 0, recvAvail[r[0]]
+		for k, j := range r {
+			if a := recvAvail[j]; a < bestAvail {
+				best, bestAvail = k, a
 			}
 		}
-		j := r[best]
-		start := math.Max(sendAvail[i], recvAvail[j])
+		j := int(r[best])
+		start := sendAvail[i]
+		if bestAvail > start {
+			start = bestAvail
+		}
 		end := start + in.cost[i][j]
 		sendAvail[i], recvAvail[j] = end, end
 		send[i] = append(send[i], j)
 		recv[j] = append(recv[j], i)
-		r[best] = r[len(r)-1]
-		remaining[i] = r[:len(r)-1]
+		remaining[i] = append(r[:best], r[best+1:]...)
 		if len(remaining[i]) > 0 {
 			h.push(end, i)
 		}
@@ -224,54 +232,52 @@ func (in *exchangeInstance) openShop() (send, recv [][]int) {
 	return send, recv
 }
 
-// senderHeap is a binary min-heap of (time, rank), ties by rank.
-type senderHeap struct {
-	t []float64
-	r []int
+// senderHeap is a binary min-heap of senders keyed by (time, rank).
+type senderHeap struct{ e []senderAt }
+
+type senderAt struct {
+	t float64
+	r int
 }
 
-func (h *senderHeap) len() int { return len(h.r) }
+func (h *senderHeap) len() int { return len(h.e) }
 
-func (h *senderHeap) less(a, b int) bool {
-	return h.t[a] < h.t[b] || (h.t[a] == h.t[b] && h.r[a] < h.r[b])
-}
-
-func (h *senderHeap) swap(a, b int) {
-	h.t[a], h.t[b] = h.t[b], h.t[a]
-	h.r[a], h.r[b] = h.r[b], h.r[a]
-}
+func (a senderAt) before(b senderAt) bool { return a.t < b.t || (a.t == b.t && a.r < b.r) }
 
 func (h *senderHeap) push(t float64, r int) {
-	h.t = append(h.t, t)
-	h.r = append(h.r, r)
-	for k := len(h.r) - 1; k > 0; {
+	e := append(h.e, senderAt{t, r})
+	k := len(e) - 1
+	for k > 0 {
 		p := (k - 1) / 2
-		if !h.less(k, p) {
+		if !e[k].before(e[p]) {
 			break
 		}
-		h.swap(k, p)
+		e[k], e[p] = e[p], e[k]
 		k = p
 	}
+	h.e = e
 }
 
 func (h *senderHeap) pop() (float64, int) {
-	t, r := h.t[0], h.r[0]
-	last := len(h.r) - 1
-	h.swap(0, last)
-	h.t, h.r = h.t[:last], h.r[:last]
+	e := h.e
+	top := e[0]
+	last := len(e) - 1
+	e[0] = e[last]
+	e = e[:last]
 	for k := 0; ; {
 		c := 2*k + 1
 		if c >= last {
 			break
 		}
-		if c+1 < last && h.less(c+1, c) {
+		if c+1 < last && e[c+1].before(e[c]) {
 			c++
 		}
-		if !h.less(c, k) {
+		if !e[c].before(e[k]) {
 			break
 		}
-		h.swap(k, c)
+		e[k], e[c] = e[c], e[k]
 		k = c
 	}
-	return t, r
+	h.e = e
+	return top.t, top.r
 }
