@@ -388,11 +388,14 @@ func simulateOrders(ts []Transfer, costs []float64, sendOrd, recvOrd [][]int) (f
 		rp[d]++
 		done++
 		// Only the new heads of s's sends and d's receives can have
-		// become ready (each exactly once: it needs both ports).
+		// become ready. They are one transfer only if the plan repeats the
+		// pair s->d (an invalid plan, still simulated): take it once.
+		next := -1
 		if k := sp[s]; int(k) < len(sendOrd[s]) && isReady(sendOrd[s][k]) {
-			ready = append(ready, int32(sendOrd[s][k]))
+			next = sendOrd[s][k]
+			ready = append(ready, int32(next))
 		}
-		if k := rp[d]; int(k) < len(recvOrd[d]) && isReady(recvOrd[d][k]) {
+		if k := rp[d]; int(k) < len(recvOrd[d]) && isReady(recvOrd[d][k]) && recvOrd[d][k] != next {
 			ready = append(ready, int32(recvOrd[d][k]))
 		}
 	}

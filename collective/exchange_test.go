@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -611,6 +612,17 @@ func TestSimulateExchange(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+	// A repeated pair (invalid, but the simulator still evaluates it).
+	twice := &Plan{Kind: KindAlltoall, Ranks: 3, Transfers: []Transfer{
+		{Src: 0, Dst: 1, Bytes: 1, SendSeq: 0, RecvSeq: 0},
+		{Src: 0, Dst: 1, Bytes: 1, SendSeq: 1, RecvSeq: 1},
+	}}
+	s, err = SimulateExchange(m, twice)
+	require.NoError(t, err)
+	require.Equal(t, [2]float64{2, 4}, [2]float64{s.Transfers[1].Start, s.Transfers[1].End})
+	require.Equal(t, 4.0, s.LowerBound)
+	require.ErrorContains(t, ValidateExchange(&Exchange{Bytes: [][]int64{{0, 1, 0}, {0, 0, 0}, {0, 0, 0}}}, s), "delivered twice")
+
 	// Orders with gaps are simulated in order.
 	gap := &Plan{Kind: KindAlltoall, Ranks: 3, Transfers: []Transfer{
 		{Src: 0, Dst: 1, Bytes: 1, SendSeq: 10, RecvSeq: 7},
@@ -778,4 +790,36 @@ func TestExchangeOpenShopAgainstReference(t *testing.T) {
 		require.Equal(t, norm(wantSend), norm(send), c.name)
 		require.Equal(t, norm(wantRecv), norm(recv), c.name)
 	}
+}
+
+// FuzzPlanExchange feeds decoded problems to every planner: each must
+// return a valid plan that the simulator reproduces, or an error, and
+// never panic.
+func FuzzPlanExchange(f *testing.F) {
+	f.Add([]byte(`{"kind":"alltoall","ranks":2,"latency":[[0,0.01],[0.01,0]],"bandwidth":[[0,1e6],[1e6,0]],"bytes":[[0,5],[7,0]]}`))
+	f.Add([]byte(`{"kind":"alltoall","ranks":3,"latency":[[0,0,0],[0,0,0],[0,0,0]],"bandwidth":[[0,1,2],[3,0,4],[5,6,0]],"bytes":[[9,0,1],[1,9,0],[2,2,9]]}`))
+	f.Add([]byte(`{"kind":"alltoall","ranks":1,"latency":[[0]],"bandwidth":[[0]],"bytes":[[0]]}`))
+	f.Add([]byte(`{"kind":"alltoall","ranks":2,"latency":[[0,1e308],[0,0]],"bandwidth":[[0,1e-300],[1,0]],"bytes":[[0,9000000000000000000],[1,0]]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pr, err := ParseProblem(data)
+		if err != nil || pr.Kind != KindAlltoall || pr.Ranks > 16 {
+			return
+		}
+		for _, a := range exAlgos {
+			p, err := Solve(pr, a, Options{})
+			if err != nil {
+				if !strings.Contains(err.Error(), "no finite cost") {
+					t.Fatalf("%s: unexpected error %v", a, err)
+				}
+				return
+			}
+			if err := ValidatePlan(pr, p); err != nil {
+				t.Fatalf("%s: invalid plan: %v", a, err)
+			}
+			s, err := SimulatePlan(pr, p)
+			if err != nil || s.Predicted != p.Predicted {
+				t.Fatalf("%s: simulator disagrees: %v", a, err)
+			}
+		}
+	})
 }
