@@ -41,7 +41,6 @@ import (
 // t_lb. Plans are a pure function of the inputs (opt.Seed is unused: the
 // total-exchange planners are deterministic).
 func PlanExchange(m *Model, x *Exchange, algo Algorithm, opt Options) (*Plan, error) {
-	_ = opt
 	if err := checkAlgo(KindAlltoall, algo); err != nil {
 		return nil, err
 	}
@@ -118,7 +117,7 @@ func (in *exchangeInstance) plan(algo Algorithm) (*Plan, error) {
 	case OpenShop:
 		send, recv = in.openShop()
 	default:
-		return nil, checkAlgo(KindAlltoall, algo) // unreachable after the check in PlanExchange
+		return nil, fmt.Errorf("collective: %q is not a total-exchange planner", algo)
 	}
 	return in.buildPlan(algo, send, recv)
 }
