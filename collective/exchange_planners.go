@@ -1,0 +1,283 @@
+package collective
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// The planners below return per-rank orders: send[i] lists i's
+// destinations in the order i sends to them, recv[j] lists j's sources in
+// the order j receives from them. [exchangeInstance.buildPlan] turns them
+// into a plan and computes every time with the same simulator as
+// [SimulateExchange], so Predicted always equals what the simulator says.
+//
+// The step-based planners (caterpillar, matchings, greedy) compose steps in
+// which no rank sends or receives twice; a rank's send and receive orders
+// are the order of the steps it takes part in. Steps are not barriers.
+
+func (in *exchangeInstance) newOrders() (send, recv [][]int) {
+	return make([][]int, in.n), make([][]int, in.n)
+}
+
+// caterpillar is the baseline: in step s (0 <= s < P) rank i sends to
+// (i+s) mod P. Step 0 is the diagonal (a local copy) and pairs with zero
+// bytes are skipped, so rank j receives from j-1, j-2, ... (mod P).
+func (in *exchangeInstance) caterpillar() (send, recv [][]int) {
+	n := in.n
+	send, recv = in.newOrders()
+	for s := 1; s < n; s++ {
+		for i := 0; i < n; i++ {
+			if j := (i + s) % n; in.isMsg(i, j) {
+				send[i] = append(send[i], j)
+				recv[j] = append(recv[j], i)
+			}
+		}
+	}
+	return send, recv
+}
+
+// matchings is the paper's series of maximum-weight (maximise) or
+// minimum-weight complete matchings of the bipartite graph senders x
+// receivers, the weight of edge (i, j) being the time of the message i->j.
+// Every pair is an edge: the diagonal and pairs with zero bytes weigh 0
+// and carry no message. Each matching is one step; its edges are then
+// deleted (made +Inf in the minimising solver, which is exact: no finite
+// sentinel). After k steps the remaining graph is (P-k)-regular, so a
+// complete matching always exists. The series stops as soon as every
+// message is placed (later matchings would only hold empty edges).
+func (in *exchangeInstance) matchings(maximise bool) (send, recv [][]int, err error) {
+	n := in.n
+	send, recv = in.newOrders()
+	c := make([]float64, n*n)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if maximise {
+				c[i*n+j] = -in.cost[i][j]
+			} else {
+				c[i*n+j] = in.cost[i][j]
+			}
+		}
+	}
+	left := in.events
+	var s assigner
+	inf := math.Inf(1)
+	for step := 0; step < n && left > 0; step++ {
+		perm, err := s.solve(n, c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("collective: internal error: matching %d: %w", step, err)
+		}
+		for i, j := range perm {
+			c[i*n+j] = inf
+			if in.isMsg(i, j) {
+				send[i] = append(send[i], j)
+				recv[j] = append(recv[j], i)
+				left--
+			}
+		}
+	}
+	if left != 0 {
+		return nil, nil, fmt.Errorf("collective: internal error: %d messages left after %d matchings", left, n)
+	}
+	return send, recv, nil
+}
+
+// greedy is the paper's greedy technique. Each rank's messages are ranked
+// by decreasing time; equal times go by the smallest cyclic distance
+// (j - i) mod P, the caterpillar's order, so that on a homogeneous system
+// the steps are the caterpillar's contention-free ones. Steps are
+// composed by traversing the ranks in the step's order; each rank picks
+// the first destination in its list that it has not sent to yet and that
+// no earlier rank picked in this step, or idles if there is none.
+//
+// The traversal order (the paper fixes only who goes first):
+//   - the first step visits ranks 0, 1, ..., P-1;
+//   - if some ranks idled in a step, the next step visits the idle ranks
+//     first (in the order they were visited), then the others (in the
+//     order they were visited);
+//   - if none idled, the next order is this one rotated by one, so the
+//     last rank of the step is the first of the next;
+//   - a rank that has sent everything leaves the traversal; it does not
+//     count as idle.
+//
+// Every step places at least one message (the first rank with messages
+// left finds every destination free), so there are at most as many steps
+// as messages; usually about P.
+func (in *exchangeInstance) greedy() (send, recv [][]int) {
+	n := in.n
+	send, recv = in.newOrders()
+	lists := make([][]int, n)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if in.isMsg(i, j) {
+				lists[i] = append(lists[i], j)
+			}
+		}
+		ci, li := in.cost[i], lists[i]
+		sort.SliceStable(li, func(a, b int) bool {
+			ca, cb := ci[li[a]], ci[li[b]]
+			return ca > cb || (ca == cb && (li[a]-i+n)%n < (li[b]-i+n)%n)
+		})
+	}
+	order := make([]int, 0, n)
+	for i := 0; i < n; i++ {
+		if len(lists[i]) > 0 {
+			order = append(order, i)
+		}
+	}
+	taken := make([]int, n) // taken[j] == step+1: j already receives in this step
+	picked := make([]int, 0, n)
+	idle := make([]int, 0, n)
+	for step := 0; len(order) > 0; step++ {
+		picked, idle = picked[:0], idle[:0]
+		for _, i := range order {
+			l := lists[i]
+			k := 0
+			for k < len(l) && taken[l[k]] == step+1 {
+				k++
+			}
+			if k == len(l) {
+				idle = append(idle, i)
+				continue
+			}
+			j := l[k]
+			taken[j] = step + 1
+			send[i] = append(send[i], j)
+			recv[j] = append(recv[j], i)
+			lists[i] = append(l[:k], l[k+1:]...)
+			picked = append(picked, i)
+		}
+		next := make([]int, 0, len(order))
+		if len(idle) > 0 {
+			next = append(append(next, idle...), picked...)
+		} else {
+			next = append(append(next, order[len(order)-1]), order[:len(order)-1]...)
+		}
+		order = next[:0]
+		for _, i := range next {
+			if len(lists[i]) > 0 {
+				order = append(order, i)
+			}
+		}
+	}
+	return send, recv
+}
+
+// openShop is the heuristic of section 4.5, after the open-shop scheduling
+// heuristics: every rank is a sender and a receiver; senders are taken in
+// order of availability (sendavail), and a sender picks, among the
+// receivers it still has to serve, the one available earliest
+// (recvavail); the message starts at max(sendavail[i], recvavail[j]) and
+// both become available at its end.
+//
+// Ties (the paper leaves them open): senders available at the same time go
+// in increasing rank order; among receivers available at the same time the
+// sender takes the one at the smallest cyclic distance (j - i) mod P, the
+// caterpillar's order, so that on a homogeneous system the heuristic
+// produces the caterpillar's contention-free steps.
+//
+// Senders sit in a binary heap keyed by (sendavail, rank); each sender
+// keeps its remaining receivers in cyclic order, so the scan for the
+// earliest one (the first strict minimum) needs no arithmetic. Each
+// message costs O(log P) for the heap and O(P) for the scan and the
+// removal, O(P^3) in all.
+func (in *exchangeInstance) openShop() (send, recv [][]int) {
+	n := in.n
+	send, recv = in.newOrders()
+	remaining := make([][]int32, n)
+	sendAvail := make([]float64, n)
+	recvAvail := make([]float64, n)
+	h := senderHeap{e: make([]senderAt, 0, n)}
+	buf := make([]int32, 0, in.events)
+	for i := 0; i < n; i++ {
+		start := len(buf)
+		for d := 1; d < n; d++ {
+			j := i + d
+			if j >= n {
+				j -= n
+			}
+			if in.isMsg(i, j) {
+				buf = append(buf, int32(j))
+			}
+		}
+		remaining[i] = buf[start:len(buf):len(buf)]
+		if len(remaining[i]) > 0 {
+			send[i] = make([]int, 0, len(remaining[i]))
+			h.push(0, i)
+		}
+	}
+	for h.len() > 0 {
+		_, i := h.pop()
+		r := remaining[i]
+		best, bestAvail := 0, recvAvail[r[0]]
+		for k, j := range r {
+			if a := recvAvail[j]; a < bestAvail {
+				best, bestAvail = k, a
+			}
+		}
+		j := int(r[best])
+		start := sendAvail[i]
+		if bestAvail > start {
+			start = bestAvail
+		}
+		end := start + in.cost[i][j]
+		sendAvail[i], recvAvail[j] = end, end
+		send[i] = append(send[i], j)
+		recv[j] = append(recv[j], i)
+		remaining[i] = append(r[:best], r[best+1:]...)
+		if len(remaining[i]) > 0 {
+			h.push(end, i)
+		}
+	}
+	return send, recv
+}
+
+// senderHeap is a binary min-heap of senders keyed by (time, rank).
+type senderHeap struct{ e []senderAt }
+
+type senderAt struct {
+	t float64
+	r int
+}
+
+func (h *senderHeap) len() int { return len(h.e) }
+
+func (a senderAt) before(b senderAt) bool { return a.t < b.t || (a.t == b.t && a.r < b.r) }
+
+func (h *senderHeap) push(t float64, r int) {
+	e := append(h.e, senderAt{t, r})
+	k := len(e) - 1
+	for k > 0 {
+		p := (k - 1) / 2
+		if !e[k].before(e[p]) {
+			break
+		}
+		e[k], e[p] = e[p], e[k]
+		k = p
+	}
+	h.e = e
+}
+
+func (h *senderHeap) pop() (float64, int) {
+	e := h.e
+	top := e[0]
+	last := len(e) - 1
+	e[0] = e[last]
+	e = e[:last]
+	for k := 0; ; {
+		c := 2*k + 1
+		if c >= last {
+			break
+		}
+		if c+1 < last && e[c+1].before(e[c]) {
+			c++
+		}
+		if !e[c].before(e[k]) {
+			break
+		}
+		e[k], e[c] = e[c], e[k]
+		k = c
+	}
+	h.e = e
+	return top.t, top.r
+}
