@@ -118,12 +118,15 @@ func TestArgumentErrors(t *testing.T) {
 		"send tag":        c.Send(ctx, 1, -3, nil),
 		"bcast root":      func() error { _, err := c.Bcast(ctx, 5, nil); return err }(),
 		"alltoallv count": func() error { _, err := c.Alltoallv(ctx, make([][]byte, 3)); return err }(),
-		"alltoallv algo":  func() error { _, err := c.AlltoallvWith(ctx, make([][]byte, 2), AlltoallvOptions{Algorithm: "fastest"}); return err }(),
-		"alltoall sizes":  func() error { _, err := c.Alltoall(ctx, [][]byte{{1}, {1, 2}}); return err }(),
-		"scatter parts":   func() error { _, err := c.Scatterv(ctx, 0, make([][]byte, 1)); return err }(),
-		"scatter sizes":   func() error { _, err := c.Scatter(ctx, 0, [][]byte{{1}, {}}); return err }(),
-		"reduce nil op":   func() error { _, err := Reduce[int](ctx, c, 0, []int{1}, nil); return err }(),
-		"recv rank":       func() error { _, _, err := c.Recv(ctx, 9, 0); return err }(),
+		"alltoallv algo": func() error {
+			_, err := c.AlltoallvWith(ctx, make([][]byte, 2), AlltoallvOptions{Algorithm: "fastest"})
+			return err
+		}(),
+		"alltoall sizes": func() error { _, err := c.Alltoall(ctx, [][]byte{{1}, {1, 2}}); return err }(),
+		"scatter parts":  func() error { _, err := c.Scatterv(ctx, 0, make([][]byte, 1)); return err }(),
+		"scatter sizes":  func() error { _, err := c.Scatter(ctx, 0, [][]byte{{1}, {}}); return err }(),
+		"reduce nil op":  func() error { _, err := Reduce[int](ctx, c, 0, []int{1}, nil); return err }(),
+		"recv rank":      func() error { _, _, err := c.Recv(ctx, 9, 0); return err }(),
 	} {
 		var ae *ArgError
 		require.True(t, errors.As(err, &ae), "%s: %v", name, err)
