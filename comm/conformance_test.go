@@ -1,0 +1,168 @@
+package comm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// pattern returns deterministic content for (src, dst, salt) of n bytes.
+func pattern(src, dst, salt, n int) []byte {
+	b := make([]byte, n)
+	x := uint32(src*1000003 + dst*7919 + salt*104729 + 1)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+// conformanceTransports are the transports the suite runs over.
+var conformanceTransports = []string{"mem", "tcp", "quic"}
+
+func TestConformance(t *testing.T) {
+	sizes := []int{1, 2, 3, 4, 7}
+	msgSizes := []int{0, 100, 3 << 20}
+	if testing.Short() {
+		msgSizes = []int{0, 100, 300 << 10}
+	}
+	for _, tr := range conformanceTransports {
+		for _, n := range sizes {
+			t.Run(fmt.Sprintf("transport=%s/ranks=%d", tr, n), func(t *testing.T) {
+				comms := startWorld(t, n, tr, nil)
+				for _, m := range msgSizes {
+					t.Run(fmt.Sprintf("bytes=%d", m), func(t *testing.T) {
+						runCollectives(t, comms, m)
+					})
+				}
+			})
+		}
+	}
+}
+
+func runCollectives(t *testing.T, comms []*Comm, m int) {
+	ctx := context.Background()
+	n := len(comms)
+	onAll(t, comms, func(c *Comm) error {
+		me := c.Rank()
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		// Bcast from every root.
+		for root := 0; root < n; root++ {
+			var data []byte
+			if me == root {
+				data = pattern(root, -1, 1, m)
+			}
+			got, err := c.Bcast(ctx, root, data)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(got, pattern(root, -1, 1, m)) {
+				return fmt.Errorf("Bcast root %d: wrong data", root)
+			}
+		}
+		// Gatherv / Scatterv with sizes that differ per rank.
+		root := n - 1
+		mine := pattern(me, root, 2, m+me)
+		all, err := c.Gatherv(ctx, root, mine)
+		if err != nil {
+			return err
+		}
+		if me == root {
+			for r := 0; r < n; r++ {
+				if !bytes.Equal(all[r], pattern(r, root, 2, m+r)) {
+					return fmt.Errorf("Gatherv: part %d wrong", r)
+				}
+			}
+		} else if all != nil {
+			return fmt.Errorf("Gatherv: non-root got data")
+		}
+		var parts [][]byte
+		if me == root {
+			for r := 0; r < n; r++ {
+				parts = append(parts, pattern(root, r, 3, m+2*r))
+			}
+		}
+		part, err := c.Scatterv(ctx, root, parts)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(part, pattern(root, me, 3, m+2*me)) {
+			return fmt.Errorf("Scatterv: wrong part")
+		}
+		// Allgatherv.
+		everyone, err := c.Allgatherv(ctx, pattern(me, -1, 4, m+3*me))
+		if err != nil {
+			return err
+		}
+		for r := 0; r < n; r++ {
+			if !bytes.Equal(everyone[r], pattern(r, -1, 4, m+3*r)) {
+				return fmt.Errorf("Allgatherv: part %d wrong", r)
+			}
+		}
+		// Reductions.
+		vec := make([]float64, max(1, m/64))
+		for i := range vec {
+			vec[i] = float64(me*1000 + i)
+		}
+		sum, err := Allreduce(ctx, c, vec, Sum)
+		if err != nil {
+			return err
+		}
+		for i, v := range sum {
+			want := float64(1000*n*(n-1)/2 + n*i)
+			if v != want {
+				return fmt.Errorf("Allreduce sum[%d] = %v, want %v", i, v, want)
+			}
+		}
+		mx, err := Reduce(ctx, c, 0, []int64{int64(me), -int64(me)}, Max)
+		if err != nil {
+			return err
+		}
+		if me == 0 && (mx[0] != int64(n-1) || mx[1] != 0) {
+			return fmt.Errorf("Reduce max = %v", mx)
+		}
+		mn, err := Allreduce(ctx, c, []int32{int32(me + 5)}, Min)
+		if err != nil {
+			return err
+		}
+		if mn[0] != 5 {
+			return fmt.Errorf("Allreduce min = %v", mn)
+		}
+		prod, err := Allreduce(ctx, c, []uint64{2}, Prod)
+		if err != nil {
+			return err
+		}
+		if prod[0] != 1<<n {
+			return fmt.Errorf("Allreduce prod = %v", prod)
+		}
+		user, err := Allreduce(ctx, c, []int{me}, OpFunc(func(a, b int) int { return a*10 + b }))
+		if err != nil {
+			return err
+		}
+		_ = user
+		// Alltoallv with every algorithm, sizes varying per pair.
+		for _, algo := range append(collective.Algorithms(collective.KindAlltoall), collective.Auto, Naive) {
+			send := make([][]byte, n)
+			for j := range send {
+				send[j] = pattern(me, j, 5, (m*(me+1)+j*131)%(m+1))
+			}
+			recv, err := c.AlltoallvWith(ctx, send, AlltoallvOptions{Algorithm: algo})
+			if err != nil {
+				return fmt.Errorf("Alltoallv %s: %w", algo, err)
+			}
+			for i := range recv {
+				if !bytes.Equal(recv[i], pattern(i, me, 5, (m*(i+1)+me*131)%(m+1))) {
+					return fmt.Errorf("Alltoallv %s: data from %d wrong (%d bytes)", algo, i, len(recv[i]))
+				}
+			}
+		}
+		return c.Barrier(ctx)
+	})
+}
