@@ -16,6 +16,12 @@ var commands = []struct {
 }{
 	{"plan", "plan one collective from a problem JSON file", bench.PlanCommand},
 	{"sim", "reproduce a paper's simulation study", bench.SimCommand},
+	{"live", "run collectives on live ranks (and the system's MPI) and report timings", bench.LiveCommand},
+}
+
+// hidden commands, started by other commands.
+var hidden = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"live-rank": bench.LiveRankCommand,
 }
 
 func usage(w io.Writer) {
@@ -35,6 +41,9 @@ func main() {
 	case "-h", "-help", "--help", "help":
 		usage(os.Stdout)
 		return
+	}
+	if run, ok := hidden[os.Args[1]]; ok {
+		os.Exit(run(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	for _, c := range commands {
 		if c.name == os.Args[1] {

@@ -1,0 +1,501 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/internal/launch"
+)
+
+// LiveRecord is one line of `hetbench live -json`: one collective, algorithm
+// and size.
+type LiveRecord struct {
+	System     string  `json:"system"` // "hetcomm" or the peer ("openmpi")
+	Collective string  `json:"collective"`
+	Algorithm  string  `json:"algorithm"`
+	Pattern    string  `json:"pattern"`
+	Transport  string  `json:"transport,omitempty"`
+	Ranks      int     `json:"ranks"`
+	Bytes      int64   `json:"bytes"` // the pattern's largest message
+	Total      int64   `json:"total_bytes"`
+	Iters      int     `json:"iters"`
+	AvgS       float64 `json:"avg_s"`
+	MedianS    float64 `json:"median_s"`
+	MinS       float64 `json:"min_s"`
+	MaxS       float64 `json:"max_s"`
+	P99S       float64 `json:"p99_s"`
+	LowerBound float64 `json:"lower_bound_s"`
+	Predicted  float64 `json:"predicted_s"`
+}
+
+// liveFlags are shared by the launcher and the ranks.
+type liveFlags struct {
+	collective string
+	pattern    string
+	bytes      string
+	algos      string
+	iters      int
+	warmup     int
+	seed       uint64
+}
+
+func (f *liveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.collective, "collective", "alltoallv", "collective: alltoallv, bcast or allgather")
+	fs.StringVar(&f.pattern, "pattern", "uniform", "Alltoallv pattern: "+strings.Join(Patterns, ", "))
+	fs.StringVar(&f.bytes, "bytes", "65536,1048576", "comma-separated message sizes (the pattern's largest message)")
+	fs.StringVar(&f.algos, "algo", "openshop,naive", "comma-separated Alltoallv algorithms (caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive, or all)")
+	fs.IntVar(&f.iters, "iters", 20, "timed iterations per size and algorithm")
+	fs.IntVar(&f.warmup, "warmup", 3, "untimed iterations first")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random pattern")
+}
+
+func (f *liveFlags) args() []string {
+	return []string{"-collective", f.collective, "-pattern", f.pattern, "-bytes", f.bytes, "-algo", f.algos,
+		"-iters", strconv.Itoa(f.iters), "-warmup", strconv.Itoa(f.warmup), "-seed", strconv.FormatUint(f.seed, 10)}
+}
+
+func (f *liveFlags) sizes() ([]int64, error) {
+	var out []int64
+	for _, s := range strings.Split(f.bytes, ",") {
+		v, err := parseSize(strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseSize reads 4096, 64KiB, 1MiB, 2MB...
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1 << 10}, {"M", 1 << 20}} {
+		if strings.HasSuffix(s, u.suffix) {
+			mult, s = u.m, strings.TrimSuffix(s, u.suffix)
+			break
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bench: bad size %q", s)
+	}
+	return v * mult, nil
+}
+
+func (f *liveFlags) algorithms() ([]collective.Algorithm, error) {
+	if f.algos == "all" {
+		return append(collective.Algorithms(collective.KindAlltoall), comm.Naive), nil
+	}
+	var out []collective.Algorithm
+	for _, a := range strings.Split(f.algos, ",") {
+		a = strings.TrimSpace(a)
+		al := collective.Algorithm(a)
+		if al != collective.Auto && al != comm.Naive && collective.KindOf(al) != collective.KindAlltoall {
+			return nil, fmt.Errorf("bench: unknown Alltoallv algorithm %q", a)
+		}
+		out = append(out, al)
+	}
+	return out, nil
+}
+
+// LiveCommand implements `hetbench live`: it starts N ranks of this
+// executable (through the same launcher as hetrun), which run the
+// benchmark and report from rank 0; with -peer mpi it then runs the same
+// pattern with the system's MPI and reports the ratio.
+func LiveCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("live", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var lf liveFlags
+	lf.register(fs)
+	n := fs.Int("n", 4, "number of ranks")
+	transport := fs.String("transport", "tcp", "hetcomm transport: tcp, quic, udp or tls")
+	hosts := fs.String("hosts", "", "comma-separated hosts for the ranks (default: all local)")
+	rsh := fs.String("rsh", "ssh", "agent for --hosts, called as AGENT HOST COMMAND")
+	model := fs.String("model", "", "cost model JSON for planning and the lower bound (default: uniform)")
+	jsonOut := fs.String("json", "", "write one JSON record per collective, algorithm and size here")
+	peer := fs.String("peer", "", "also run the pattern with the system's MPI: mpi (Open MPI's mpirun, TCP transport)")
+	peerIf := fs.String("peer-if", "lo", "network the MPI peer uses (btl_tcp_if_include), e.g. lo or 10.0.0.0/8")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `usage: hetbench live [flags]
+
+Runs collectives on N ranks and reports, OSU-style, the time of each size and
+algorithm (the slowest rank's time per iteration; warm-up, then timed
+iterations with a barrier between), with the lower bound and the planner's
+prediction from the cost model. -peer mpi runs the same pattern with Open MPI.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if _, err := lf.sizes(); err != nil {
+		fmt.Fprintln(stderr, "hetbench live:", err)
+		return ExitUsage
+	}
+	if _, err := lf.algorithms(); err != nil {
+		fmt.Fprintln(stderr, "hetbench live:", err)
+		return ExitUsage
+	}
+	if *n < 1 {
+		fmt.Fprintln(stderr, "hetbench live: -n must be at least 1")
+		return ExitUsage
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "hetbench live:", err)
+		return ExitError
+	}
+	tmp, err := os.MkdirTemp("", "hetbench-live-")
+	if err != nil {
+		fmt.Fprintln(stderr, "hetbench live:", err)
+		return ExitError
+	}
+	defer os.RemoveAll(tmp)
+	recFile := filepath.Join(tmp, "records.json")
+	rankArgs := append([]string{"live-rank"}, lf.args()...)
+	rankArgs = append(rankArgs, "-records", recFile, "-transport-name", *transport)
+	var env []string
+	if *model != "" {
+		abs, _ := filepath.Abs(*model)
+		env = append(env, comm.EnvModel+"="+abs)
+	}
+	spec := launch.Spec{N: *n, Program: self, Args: rankArgs, Rsh: *rsh, Transport: *transport, Env: env, Stdout: stdout, Stderr: stderr, NoPrefix: true}
+	if *hosts != "" {
+		spec.Hosts = strings.Split(*hosts, ",")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := launch.Run(ctx, spec); err != nil {
+		fmt.Fprintln(stderr, "hetbench live:", err)
+		return ExitError
+	}
+	recs, err := readRecords(recFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "hetbench live:", err)
+		return ExitError
+	}
+	if *peer != "" {
+		if *peer != "mpi" {
+			fmt.Fprintf(stderr, "hetbench live: unknown -peer %q (want mpi)\n", *peer)
+			return ExitUsage
+		}
+		if lf.collective != "alltoallv" {
+			fmt.Fprintln(stderr, "hetbench live: -peer mpi supports -collective alltoallv")
+			return ExitUsage
+		}
+		prec, err := runMPIPeer(ctx, lf, *n, *hosts, *rsh, *peerIf, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "hetbench live: mpi peer:", err)
+			return ExitError
+		}
+		recs = append(recs, prec...)
+		printRatios(stdout, recs)
+	}
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(recs, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(stderr, "hetbench live:", err)
+			return ExitError
+		}
+	}
+	return ExitOK
+}
+
+func readRecords(path string) ([]LiveRecord, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("rank 0 wrote no results: %w", err)
+	}
+	var recs []LiveRecord
+	return recs, json.Unmarshal(b, &recs)
+}
+
+// LiveRankCommand is the rank side of `hetbench live` (hidden subcommand
+// live-rank, started by LiveCommand).
+func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("live-rank", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var lf liveFlags
+	lf.register(fs)
+	records := fs.String("records", "", "where rank 0 writes the JSON records")
+	tname := fs.String("transport-name", "", "transport name for the records")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	sizes, err := lf.sizes()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return ExitUsage
+	}
+	algos, err := lf.algorithms()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return ExitUsage
+	}
+	ctx := context.Background()
+	c, err := comm.Init(ctx, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "hetbench live:", err)
+		return ExitError
+	}
+	defer c.Close()
+	me, n := c.Rank(), c.Size()
+	var recs []LiveRecord
+	if me == 0 {
+		fmt.Fprintf(stdout, "# hetcomm %s, pattern %s, %d ranks, transport %s, %d iterations (+%d warm-up)\n", lf.collective, lf.pattern, n, *tname, lf.iters, lf.warmup)
+		fmt.Fprintf(stdout, "# %-10s %-12s %14s %14s %14s %14s %14s %14s %14s %8s\n", "Size", "Algorithm", "Avg(us)", "Min(us)", "Max(us)", "P50(us)", "P99(us)", "LowerBnd(us)", "Predicted(us)", "Meas/LB")
+	}
+	if lf.collective != "alltoallv" {
+		algos = []collective.Algorithm{"default"}
+	}
+	for _, size := range sizes {
+		sz, err := PatternSizes(lf.pattern, n, size, lf.seed)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return ExitUsage
+		}
+		var total int64
+		for _, row := range sz {
+			for _, v := range row {
+				total += v
+			}
+		}
+		for _, algo := range algos {
+			run, lb, pred, err := liveOp(c, lf.collective, sz, size, algo)
+			if err != nil {
+				fmt.Fprintln(stderr, "hetbench live:", err)
+				return ExitError
+			}
+			var times []float64
+			for it := 0; it < lf.warmup+lf.iters; it++ {
+				if err := c.Barrier(ctx); err != nil {
+					fmt.Fprintln(stderr, "hetbench live:", err)
+					return ExitError
+				}
+				t0 := time.Now()
+				if err := run(ctx); err != nil {
+					fmt.Fprintf(stderr, "hetbench live: rank %d: %s %s %d: %v\n", me, lf.collective, algo, size, err)
+					return ExitError
+				}
+				dt := time.Since(t0).Seconds()
+				slowest, err := comm.Allreduce(ctx, c, []float64{dt}, comm.Max)
+				if err != nil {
+					fmt.Fprintln(stderr, "hetbench live:", err)
+					return ExitError
+				}
+				if it >= lf.warmup {
+					times = append(times, slowest[0])
+				}
+			}
+			if me != 0 {
+				continue
+			}
+			st := Summarize(times)
+			r := LiveRecord{System: "hetcomm", Collective: lf.collective, Algorithm: string(algo), Pattern: lf.pattern, Transport: *tname,
+				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, AvgS: st.Mean, MedianS: st.Median, MinS: st.Min, MaxS: st.Max, P99S: st.P99,
+				LowerBound: lb, Predicted: pred}
+			recs = append(recs, r)
+			ratioS := "-"
+			if lb > 0 {
+				ratioS = fmt.Sprintf("%.3f", st.Median/lb)
+			}
+			fmt.Fprintf(stdout, "  %-10d %-12s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %8s\n", size, algo,
+				st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, lb*1e6, pred*1e6, ratioS)
+		}
+	}
+	if me == 0 && *records != "" {
+		b, _ := json.Marshal(recs)
+		if err := os.WriteFile(*records, b, 0o644); err != nil {
+			fmt.Fprintln(stderr, "hetbench live:", err)
+			return ExitError
+		}
+	}
+	return ExitOK
+}
+
+// liveOp prepares one collective and returns the function that runs it
+// once, with the lower bound and the prediction under the comm's model
+// (zero when no model was given).
+func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective.Algorithm) (func(context.Context) error, float64, float64, error) {
+	me, n := c.Rank(), c.Size()
+	switch coll {
+	case "alltoallv":
+		send := make([][]byte, n)
+		for j := range send {
+			send[j] = make([]byte, sz[me][j])
+		}
+		var lb, pred float64
+		if m := c.Model(); m != nil && algo != comm.Naive {
+			if p, err := collective.PlanExchange(m, &collective.Exchange{Bytes: sz}, algo, collective.Options{Seed: 1}); err == nil {
+				lb, pred = p.LowerBound, p.Predicted
+			}
+		}
+		return func(ctx context.Context) error {
+			recv, err := c.AlltoallvWith(ctx, send, comm.AlltoallvOptions{Algorithm: algo})
+			if err != nil {
+				return err
+			}
+			for i := range recv {
+				if int64(len(recv[i])) != sz[i][me] && i != me {
+					return fmt.Errorf("received %d bytes from rank %d, want %d", len(recv[i]), i, sz[i][me])
+				}
+			}
+			return nil
+		}, lb, pred, nil
+	case "bcast":
+		data := make([]byte, size)
+		return func(ctx context.Context) error {
+			_, err := c.Bcast(ctx, 0, data)
+			return err
+		}, 0, 0, nil
+	case "allgather":
+		data := make([]byte, size)
+		return func(ctx context.Context) error {
+			_, err := c.Allgatherv(ctx, data)
+			return err
+		}, 0, 0, nil
+	}
+	return nil, 0, 0, fmt.Errorf("unknown collective %q (want alltoallv, bcast or allgather)", coll)
+}
+
+// runMPIPeer builds bench/peer/alltoallv.c with mpicc and runs it with
+// Open MPI's TCP transport on the same ranks and pattern.
+func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude string, stderr io.Writer) ([]LiveRecord, error) {
+	src := filepath.Join(sourceDir(), "peer", "alltoallv.c")
+	if _, err := os.Stat(src); err != nil {
+		return nil, fmt.Errorf("cannot find %s (run hetbench from the source tree)", src)
+	}
+	dir, err := os.MkdirTemp("", "hetbench-mpi-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	exe := filepath.Join(dir, "alltoallv")
+	if out, err := exec.CommandContext(ctx, "mpicc", "-O2", "-o", exe, src).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("mpicc (install openmpi-bin and libopenmpi-dev): %v\n%s", err, out)
+	}
+	sizes, _ := lf.sizes()
+	var recs []LiveRecord
+	for _, size := range sizes {
+		args := []string{"--allow-run-as-root", "--oversubscribe", "-n", strconv.Itoa(n), "--bind-to", "none",
+			"--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", ifInclude, "--mca", "oob_tcp_if_include", ifInclude}
+		if hosts != "" {
+			args = append(args, "--host", mpiHosts(hosts, n), "--map-by", "node", "--mca", "plm_rsh_agent", rsh, "--mca", "plm_rsh_no_tree_spawn", "1")
+		}
+		args = append(args, exe, lf.pattern, strconv.FormatInt(size, 10), strconv.FormatUint(lf.seed, 10), strconv.Itoa(lf.iters), strconv.Itoa(lf.warmup))
+		cmd := exec.CommandContext(ctx, "mpirun", args...)
+		cmd.Stdin = nil
+		cmd.Stderr = stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("mpirun: %v", err)
+		}
+		r, err := parseMPIResult(string(out))
+		if err != nil {
+			return nil, err
+		}
+		r.Collective, r.Iters = "alltoallv", lf.iters
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// mpiHosts turns a host list into Open MPI's host:slots form.
+func mpiHosts(hosts string, n int) string {
+	hs := strings.Split(hosts, ",")
+	slots := map[string]int{}
+	var order []string
+	for r := 0; r < n; r++ {
+		h := hs[r%len(hs)]
+		if slots[h] == 0 {
+			order = append(order, h)
+		}
+		slots[h]++
+	}
+	var parts []string
+	for _, h := range order {
+		parts = append(parts, fmt.Sprintf("%s:%d", h, slots[h]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseMPIResult(out string) (LiveRecord, error) {
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "RESULT ") {
+			continue
+		}
+		r := LiveRecord{System: "openmpi", Algorithm: "MPI_Alltoallv"}
+		for _, f := range strings.Fields(line)[1:] {
+			k, v, _ := strings.Cut(f, "=")
+			x, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "pattern":
+				r.Pattern = v
+			case "bytes":
+				r.Bytes = int64(x)
+			case "ranks":
+				r.Ranks = int(x)
+			case "median":
+				r.MedianS = x
+			case "min":
+				r.MinS = x
+			case "max":
+				r.MaxS = x
+			case "avg":
+				r.AvgS = x
+			case "p99":
+				r.P99S = x
+			}
+		}
+		return r, nil
+	}
+	return LiveRecord{}, fmt.Errorf("no RESULT line in the MPI peer's output:\n%s", out)
+}
+
+// printRatios prints hetcomm's median over Open MPI's for each size.
+func printRatios(w io.Writer, recs []LiveRecord) {
+	mpi := map[int64]LiveRecord{}
+	for _, r := range recs {
+		if r.System == "openmpi" {
+			mpi[r.Bytes] = r
+		}
+	}
+	fmt.Fprintf(w, "# %-10s %-12s %16s %16s %14s\n", "Size", "Algorithm", "hetcomm P50(us)", "OpenMPI P50(us)", "hetcomm/MPI")
+	for _, r := range recs {
+		if m, ok := mpi[r.Bytes]; ok && r.System == "hetcomm" {
+			fmt.Fprintf(w, "  %-10d %-12s %16.1f %16.1f %14.3f\n", r.Bytes, r.Algorithm, r.MedianS*1e6, m.MedianS*1e6, r.MedianS/m.MedianS)
+		}
+	}
+}
+
+// sourceDir is the bench package's directory in the source tree.
+func sourceDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(file)
+}

@@ -1,0 +1,92 @@
+/*
+ * alltoallv.c: the live benchmark's Alltoallv pattern run with MPI, so that
+ * hetbench live --peer mpi compares hetcomm with the system's MPI on the
+ * same byte matrix. The sizes come from the same splitmix64 generator as
+ * bench/patterns.go.
+ *
+ * usage: mpirun -n N alltoallv PATTERN MAXBYTES SEED ITERS WARMUP
+ * prints, on rank 0, one line per run:
+ *   RESULT pattern=P bytes=B ranks=N median=S min=S max=S avg=S p99=S
+ * (seconds; each iteration's time is the slowest rank's).
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t splitmix64(uint64_t x) {
+	x += 0x9E3779B97F4A7C15ULL;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+static long long size_of(const char *pattern, int n, int i, int j, long long max, uint64_t seed) {
+	long long small = max < 1024 ? max : 1024;
+	if (i == j) return 0;
+	if (!strcmp(pattern, "uniform")) return max;
+	if (!strcmp(pattern, "random"))
+		return (long long)(splitmix64(seed * 0x9E3779B97F4A7C15ULL + (uint64_t)i * 1000003ULL + (uint64_t)j) % (uint64_t)(max + 1));
+	if (!strcmp(pattern, "servers")) return (i % 5 == 0 && j % 5 != 0) ? max : small;
+	if (!strcmp(pattern, "sparse")) {
+		int k = n / 4 < 1 ? 1 : n / 4;
+		int d = (j - i + n) % n;
+		return (d >= 1 && d <= k) ? max : 0;
+	}
+	return -1;
+}
+
+static int cmp(const void *a, const void *b) {
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+	MPI_Init(&argc, &argv);
+	int me, n;
+	MPI_Comm_rank(MPI_COMM_WORLD, &me);
+	MPI_Comm_size(MPI_COMM_WORLD, &n);
+	if (argc != 6) {
+		if (me == 0) fprintf(stderr, "usage: alltoallv PATTERN MAXBYTES SEED ITERS WARMUP\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	const char *pattern = argv[1];
+	long long max = atoll(argv[2]);
+	uint64_t seed = strtoull(argv[3], NULL, 10);
+	int iters = atoi(argv[4]), warmup = atoi(argv[5]);
+	int *scount = malloc(n * sizeof(int)), *sdispl = malloc(n * sizeof(int));
+	int *rcount = malloc(n * sizeof(int)), *rdispl = malloc(n * sizeof(int));
+	long long stot = 0, rtot = 0;
+	for (int j = 0; j < n; j++) {
+		long long s = size_of(pattern, n, me, j, max, seed), r = size_of(pattern, n, j, me, max, seed);
+		if (s < 0 || s > 0x7fffffff || r > 0x7fffffff) {
+			if (me == 0) fprintf(stderr, "alltoallv: bad pattern or size\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+		scount[j] = (int)s; sdispl[j] = (int)stot; stot += s;
+		rcount[j] = (int)r; rdispl[j] = (int)rtot; rtot += r;
+	}
+	char *sbuf = malloc(stot + 1), *rbuf = malloc(rtot + 1);
+	memset(sbuf, me, stot + 1);
+	double *t = malloc(iters * sizeof(double));
+	for (int it = 0; it < warmup + iters; it++) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		double t0 = MPI_Wtime();
+		MPI_Alltoallv(sbuf, scount, sdispl, MPI_BYTE, rbuf, rcount, rdispl, MPI_BYTE, MPI_COMM_WORLD);
+		double dt = MPI_Wtime() - t0, slowest;
+		MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		if (it >= warmup) t[it - warmup] = slowest;
+	}
+	if (me == 0) {
+		double sum = 0;
+		for (int i = 0; i < iters; i++) sum += t[i];
+		qsort(t, iters, sizeof(double), cmp);
+		double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
+		int p99 = (int)(0.99 * (iters - 1) + 0.5);
+		printf("RESULT pattern=%s bytes=%lld ranks=%d median=%.9f min=%.9f max=%.9f avg=%.9f p99=%.9f\n",
+		       pattern, max, n, med, t[0], t[iters - 1], sum / iters, t[p99]);
+	}
+	MPI_Finalize();
+	return 0;
+}
