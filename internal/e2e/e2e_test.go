@@ -265,4 +265,17 @@ func TestSlurm(t *testing.T) {
 		filepath.Join(repoRoot(), ".ci", "slurm-local"), filepath.Join(bin, "alltoallv"), "-seed", "1", "-max", "1048576")
 	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Contains(t, r.stdout, "alltoallv: OK: 4 ranks, 3 iterations")
+
+	// The batch script of docs/launchers.md, as a user would submit it.
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	script, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "examples", "slurm.sbatch"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "job.sbatch"), script, 0o755))
+	exe, err := os.ReadFile(filepath.Join(bin, "alltoallv"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "alltoallv"), exe, 0o755))
+	r = run(t, 3*time.Minute, nil, filepath.Join(repoRoot(), ".ci", "slurm-local"), "--sbatch", filepath.Join(dir, "job.sbatch"))
+	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	require.Contains(t, r.stdout, "alltoallv: OK: 8 ranks, 3 iterations")
 }
