@@ -32,7 +32,7 @@ func (r *rttEstimator) update(sample time.Duration) {
 		if d < 0 {
 			d = -d
 		}
-		r.rttvar = (3*r.rttvar + d) / 4 // beta = 1/4
+		r.rttvar = (3*r.rttvar + d) / 4  // beta = 1/4
 		r.srtt = (7*r.srtt + sample) / 8 // alpha = 1/8
 	}
 	r.samples++

@@ -63,13 +63,13 @@ type Conn struct {
 	timer   *time.Timer
 	timerAt time.Duration // 0: not armed
 
-	lastSent time.Duration
-	lastRecv time.Duration
-	synDue   bool // client: send SYN
-	synAt    time.Duration
-	synCount int
+	lastSent  time.Duration
+	lastRecv  time.Duration
+	synDue    bool // client: send SYN
+	synAt     time.Duration
+	synCount  int
 	synackDue bool // server: send SYNACK
-	pingDue  bool
+	pingDue   bool
 
 	// Send token (see flush).
 	sending  bool
@@ -120,26 +120,26 @@ type sendState struct {
 
 // recvState is the receiving half.
 type recvState struct {
-	nxt       uint64   // next in-order seq expected
-	edge      uint64   // advertised right edge of the window (never shrinks)
-	advEdge   uint64   // edge last sent to the peer
-	ooo       []rxSlot // out-of-order packets, indexed by seq & (len-1)
-	have      rangeSet // seqs held in ooo
-	lastOOO   uint64
-	readq     []rxChunk
-	readHead  int
-	readable  int // bytes in readq
-	held      int // buffer bytes held (readq and ooo)
-	eof       bool
-	finSeen   bool
-	finSeq    uint64
-	echoTs    uint32
-	echoAt    time.Duration
-	haveEcho  bool
-	unacked   int // data packets received since the last ACK was sent
-	ackNow    bool
-	ackAt     time.Duration
-	sack      [maxSACKBlocks]sackBlock
+	nxt      uint64   // next in-order seq expected
+	edge     uint64   // advertised right edge of the window (never shrinks)
+	advEdge  uint64   // edge last sent to the peer
+	ooo      []rxSlot // out-of-order packets, indexed by seq & (len-1)
+	have     rangeSet // seqs held in ooo
+	lastOOO  uint64
+	readq    []rxChunk
+	readHead int
+	readable int // bytes in readq
+	held     int // buffer bytes held (readq and ooo)
+	eof      bool
+	finSeen  bool
+	finSeq   uint64
+	echoTs   uint32
+	echoAt   time.Duration
+	haveEcho bool
+	unacked  int // data packets received since the last ACK was sent
+	ackNow   bool
+	ackAt    time.Duration
+	sack     [maxSACKBlocks]sackBlock
 }
 
 type dropCounters struct {
