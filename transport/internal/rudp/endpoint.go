@@ -257,8 +257,8 @@ func resolveUDP(ctx context.Context, network, addr string) (*net.UDPAddr, error)
 
 // dialReadLoop is the socket reader of a dialled connection.
 func (c *Conn) dialReadLoop(ap apConn) {
-	pb := largePool.Get().(*pbuf)
-	defer putBuf(pb)
+	pb := getBuf(largeBufSize)
+	defer func() { putBuf(pb) }()
 	errs := 0
 	for {
 		n, from, err := ap.ReadFromUDPAddrPort(pb.b)
@@ -288,7 +288,7 @@ func (c *Conn) dialReadLoop(ap apConn) {
 			continue
 		}
 		if c.handlePacket(&h, payload, pb) {
-			pb = largePool.Get().(*pbuf)
+			pb = getBuf(largeBufSize)
 		}
 	}
 }

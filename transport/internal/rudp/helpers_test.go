@@ -113,3 +113,7 @@ func readAllHash(r io.Reader, n int, seed uint64) ([32]byte, error) {
 }
 
 var _ net.Conn = (*Conn)(nil)
+
+var errEOF = io.EOF
+
+func ioReadFull(r io.Reader, b []byte) (int, error) { return io.ReadFull(r, b) }

@@ -178,8 +178,8 @@ func (l *Listener) Stats() ListenerStats {
 
 func (l *Listener) readLoop() {
 	defer l.wg.Done()
-	pb := largePool.Get().(*pbuf)
-	defer putBuf(pb)
+	pb := getBuf(largeBufSize)
+	defer func() { putBuf(pb) }()
 	errs := 0
 	for {
 		n, from, err := l.ap.ReadFromUDPAddrPort(pb.b)
@@ -225,7 +225,7 @@ func (l *Listener) readLoop() {
 			continue
 		}
 		if c.handlePacket(&h, payload, pb) {
-			pb = largePool.Get().(*pbuf)
+			pb = getBuf(largeBufSize)
 		}
 	}
 }

@@ -22,7 +22,7 @@ type MemLink struct {
 	Reorder      float64       // probability that a datagram is held back by ReorderDelay
 	ReorderDelay time.Duration // extra delay of a reordered datagram; 0 means 1 ms
 	Delay        time.Duration // one-way latency
-	Jitter       time.Duration // extra uniform random delay in [0, Jitter)
+	Jitter       time.Duration // extra uniform random delay in [0, Jitter); keeps the link FIFO
 	Rate         float64       // bytes per second (serialisation); 0 is unlimited
 	// QueueBytes bounds the bytes scheduled towards one receiver and not
 	// yet read (a router queue plus a socket buffer); datagrams beyond it
@@ -55,6 +55,7 @@ type memLink struct {
 	cfg  MemLink
 	rng  *rand.Rand
 	busy time.Time // serialisation: the link is busy until then
+	last time.Time // latest in-order delivery time (jitter keeps FIFO order)
 	sent uint64
 }
 
@@ -327,6 +328,13 @@ func (c *MemPacketConn) WriteToUDPAddrPort(b []byte, to netip.AddrPort) (int, er
 		l.busy = l.busy.Add(time.Duration(float64(len(b)) / cfg.Rate * float64(time.Second)))
 		at = l.busy
 	}
+	at = at.Add(cfg.Delay + jitter)
+	if !reorder && !lost {
+		if at.Before(l.last) {
+			at = l.last
+		}
+		l.last = at
+	}
 	n.mu.Unlock()
 	if dst == nil {
 		return len(b), nil
@@ -337,7 +345,6 @@ func (c *MemPacketConn) WriteToUDPAddrPort(b []byte, to netip.AddrPort) (int, er
 		dst.mu.Unlock()
 		return len(b), nil
 	}
-	at = at.Add(cfg.Delay + jitter)
 	if reorder {
 		rd := cfg.ReorderDelay
 		if rd <= 0 {
