@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -117,3 +118,5 @@ var _ net.Conn = (*Conn)(nil)
 var errEOF = io.EOF
 
 func ioReadFull(r io.Reader, b []byte) (int, error) { return io.ReadFull(r, b) }
+
+type netipAddrPort = netip.AddrPort
