@@ -174,8 +174,8 @@ func FuzzDecodePacket(f *testing.F) {
 type nullEP struct{}
 
 func (nullEP) write([]byte, netipAddrPort) error { return nil }
-func (nullEP) detach(*Conn)                       {}
-func (nullEP) wait()                              {}
+func (nullEP) detach(*Conn)                      {}
+func (nullEP) wait()                             {}
 
 func fuzzConn() *Conn {
 	cfg := DefaultConfig().resolved()
