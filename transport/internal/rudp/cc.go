@@ -50,13 +50,32 @@ func (r *rttEstimator) rto(initial, ackDelay, minRTO, maxRTO time.Duration) time
 	return min(max(v, minRTO), maxRTO)
 }
 
+// probeTimeout is the tail-loss probe timeout (RFC 8985's PTO): about two
+// round trips plus a margin for timer and scheduling latency. It is not
+// clamped to MinRTO: a probe is a single packet, so firing early costs one
+// spurious retransmission, while waiting costs a stalled stream.
+func (r *rttEstimator) probeTimeout(initial time.Duration) time.Duration {
+	if r.samples == 0 {
+		return initial
+	}
+	return max(2*r.srtt, r.srtt+4*r.rttvar) + probeMargin
+}
+
+// probeMargin covers timer and scheduling latency in probeTimeout.
+const probeMargin = 500 * time.Microsecond
+
 // lossDelay is the time threshold after which an unacknowledged packet sent
-// before an acknowledged one is declared lost (RFC 9002: 9/8 of the RTT).
+// before an acknowledged one is declared lost (RFC 9002: 9/8 of the RTT),
+// at least lossGranularity.
 func (r *rttEstimator) lossDelay() time.Duration {
 	v := max(r.srtt, r.latest)
 	v += v / 8
-	return max(v, time.Millisecond)
+	return max(v, lossGranularity)
 }
+
+// lossGranularity floors the loss time threshold; RFC 9002 uses 1 ms, far
+// above loopback round trips of tens of microseconds.
+const lossGranularity = 200 * time.Microsecond
 
 // smoothed returns SRTT, or fallback before the first sample.
 func (r *rttEstimator) smoothed(fallback time.Duration) time.Duration {

@@ -27,7 +27,10 @@ func TestRTTEstimator(t *testing.T) {
 	r2.update(10 * time.Microsecond)
 	require.Equal(t, 10*time.Millisecond, r2.rto(initial, 0, 10*time.Millisecond, time.Second))
 	require.Equal(t, 10*time.Microsecond, r2.min)
-	require.GreaterOrEqual(t, r2.lossDelay(), time.Millisecond)
+	require.Equal(t, lossGranularity, r2.lossDelay())
+	// max(2*SRTT, SRTT+4*RTTVAR) + margin = max(20, 10+4*5) us + margin.
+	require.Equal(t, 30*time.Microsecond+probeMargin, r2.probeTimeout(initial))
+	require.Equal(t, initial, (&rttEstimator{}).probeTimeout(initial))
 }
 
 func TestCubic(t *testing.T) {

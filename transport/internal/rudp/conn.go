@@ -109,11 +109,14 @@ type sendState struct {
 	nextTx        uint64   // next transmission number
 	largestAcked  uint64   // highest transmission number acknowledged
 	ptoAt         time.Duration
-	ptoCount      int
+	ptoCount      int           // probes since the last acknowledgement progress
+	rtoCount      int           // RTO backoff exponent
+	lastProgress  time.Duration // last acknowledgement of new data (or start of a flight)
 	lossAt        time.Duration
 	pacingAt      time.Duration
 	probes        int // packets allowed past cwnd and the pacer (PTO probes)
 	cwndLimited   bool
+	stop          uint8 // why the last collect stopped sending
 	finQueued     bool
 	finAcked      bool
 }
@@ -148,6 +151,13 @@ type dropCounters struct {
 }
 
 const maxBatch = 32
+
+// Reasons collectLocked stopped sending data.
+const (
+	stopNone uint8 = iota
+	stopCwnd
+	stopPacing
+)
 
 func newConn(cfg Config, ep endpoint, laddr, raddr net.Addr, peer netip.AddrPort, client bool) *Conn {
 	c := &Conn{
@@ -614,6 +624,7 @@ func (c *Conn) collectLocked() [][]byte {
 	}
 	var ah header
 	nblocks := c.ackHeaderLocked(&ah, now)
+	c.snd.stop = stopNone
 	sentData := false
 
 	// Retransmissions first, oldest sequence number first.
@@ -631,8 +642,8 @@ func (c *Conn) collectLocked() [][]byte {
 		if c.snd.nxt >= c.snd.peerEdge {
 			// Zero window: probe at the retransmission timeout.
 			if c.snd.flight.head == nil && c.snd.ptoAt == 0 {
-				c.snd.ptoAt = now + c.ptoLocked()
-				c.armLocked(c.snd.ptoAt)
+				c.snd.lastProgress = now
+				c.armPTOLocked(now)
 			}
 			break
 		}
@@ -643,6 +654,20 @@ func (c *Conn) collectLocked() [][]byte {
 		c.snd.nxt++
 		c.transmitLocked(s, &ah, nblocks, now)
 		sentData = true
+	}
+	idle := c.snd.nxt == c.snd.end && c.snd.lost.head == nil
+	if sentData && c.cc.cwnd <= 4*c.cc.mss {
+		// A tiny window gains nothing from delayed ACKs: ask for all.
+		for _, b := range c.batch {
+			if pktType(b[1]) == typeDATA {
+				b[2] |= flagACKNOW
+			}
+		}
+	} else if sentData && c.snd.stop != stopPacing && (c.snd.stop == stopCwnd || idle || c.snd.nxt >= c.snd.peerEdge) {
+		// Nothing more leaves now: ask for an immediate ACK of the last
+		// packet, so that neither a delayed ACK nor a lost tail waits for a
+		// timeout.
+		c.batch[len(c.batch)-1][2] |= flagACKNOW
 	}
 	if !sentData && (c.rcv.ackNow || c.pingDue) {
 		if c.pingDue {
@@ -674,6 +699,7 @@ func (c *Conn) canSendLocked(size int, now time.Duration) bool {
 	}
 	if c.snd.inflight > 0 && c.snd.inflight+size > c.cc.cwnd {
 		c.snd.cwndLimited = true
+		c.snd.stop = stopCwnd
 		return false
 	}
 	if c.cfg.DisablePacing || c.rtt.samples == 0 {
@@ -683,6 +709,7 @@ func (c *Conn) canSendLocked(size int, now time.Duration) bool {
 	c.pace.refill(now, rate, pacerBurst(rate, c.cc.mss))
 	ok, wait := c.pace.take(size, rate)
 	if !ok {
+		c.snd.stop = stopPacing
 		c.snd.pacingAt = now + max(wait, 20*time.Microsecond)
 		c.armLocked(c.snd.pacingAt)
 	}
@@ -766,8 +793,8 @@ func (c *Conn) transmitLocked(s *segment, ah *header, nblocks int, now time.Dura
 	c.snd.inflight += s.wire()
 	c.stats.DataPacketsSent++
 	if c.snd.ptoAt == 0 {
-		c.snd.ptoAt = now + c.ptoLocked()
-		c.armLocked(c.snd.ptoAt)
+		c.snd.lastProgress = now
+		c.armPTOLocked(now)
 	}
 	c.ackSentLocked()
 }
@@ -786,13 +813,28 @@ func (c *Conn) buildSynLocked(typ pktType, dst uint64, now time.Duration) {
 	encodeSYN(c.ctrlSyn[headerLen:], synInfo{srcID: c.localID, maxPacket: uint16(c.maxPacket)})
 }
 
-// ptoLocked is the current retransmission timeout including backoff.
-func (c *Conn) ptoLocked() time.Duration {
+// rtoLocked is the RFC 6298 retransmission timeout with exponential backoff.
+func (c *Conn) rtoLocked() time.Duration {
 	rto := c.rtt.rto(c.cfg.InitialRTO, c.cfg.AckDelay, c.cfg.MinRTO, c.cfg.MaxRTO)
-	for i := 0; i < c.snd.ptoCount && rto < c.cfg.MaxRTO; i++ {
+	for i := 0; i < c.snd.rtoCount && rto < c.cfg.MaxRTO; i++ {
 		rto *= 2
 	}
 	return min(rto, max(c.cfg.MaxRTO, c.cfg.InitialRTO))
+}
+
+// probeLocked is the tail-loss probe timeout, doubled per unanswered probe
+// and never beyond the RTO.
+func (c *Conn) probeLocked() time.Duration {
+	p := c.rtt.probeTimeout(c.cfg.InitialRTO) << min(c.snd.ptoCount, 20)
+	return min(p, c.rtoLocked())
+}
+
+// armPTOLocked schedules the next probe, or the RTO counted from the last
+// acknowledgement progress, whichever is first.
+func (c *Conn) armPTOLocked(now time.Duration) {
+	s := &c.snd
+	s.ptoAt = min(now+c.probeLocked(), max(s.lastProgress+c.rtoLocked(), now))
+	c.armLocked(s.ptoAt)
 }
 
 // ---------------------------------------------------------------------------
@@ -944,12 +986,14 @@ func (c *Conn) onAckLocked(h *header, now time.Duration) bool {
 	}
 	if newly {
 		s.ptoCount = 0
+		s.rtoCount = 0
+		s.lastProgress = now
 		limited := s.cwndLimited || 2*priorInflight >= c.cc.cwnd
 		s.cwndLimited = false
 		c.cc.onAck(ackedBytes, now, c.rtt.smoothed(c.cfg.InitialRTO), limited)
 		c.detectLossLocked(now)
 		if s.flight.head != nil {
-			s.ptoAt = now + c.ptoLocked()
+			c.armPTOLocked(now)
 		} else {
 			s.ptoAt = 0
 		}
@@ -983,14 +1027,18 @@ func (c *Conn) ackSegLocked(seg *segment) int {
 
 // detectLossLocked declares lost the packets sent before an acknowledged
 // one that are either three transmissions older (packet threshold) or
-// older by 9/8 of the RTT (time threshold), as RFC 9002 does.
+// older by 9/8 of the RTT (time threshold), as RFC 9002 does. With fewer
+// than four packets in flight the packet threshold drops to what can still
+// be observed (early retransmit, RFC 5827), so that small windows recover
+// from acknowledgements rather than timers.
 func (c *Conn) detectLossLocked(now time.Duration) {
 	s := &c.snd
 	s.lossAt = 0
 	delay := c.rtt.lossDelay()
+	thresh := uint64(min(3, max(1, s.flight.n-1)))
 	for seg := s.flight.head; seg != nil && seg.tx < s.largestAcked; {
 		next := seg.next
-		if seg.tx+3 <= s.largestAcked || now-seg.sentAt >= delay {
+		if seg.tx+thresh <= s.largestAcked || now-seg.sentAt >= delay {
 			c.markLostLocked(seg)
 			c.stats.FastRetransmits++
 			c.cc.onLoss(seg.tx, s.nextTx-1)
@@ -1063,7 +1111,7 @@ func (c *Conn) onDataLocked(h *header, payload []byte, pb *pbuf, now time.Durati
 	}
 	c.updateEdgeLocked()
 	r.unacked++
-	if r.unacked >= 2 || filled || fin || r.have.len() > 0 {
+	if r.unacked >= 2 || filled || fin || r.have.len() > 0 || h.flags&flagACKNOW != 0 {
 		r.ackNow = true
 	} else if r.ackAt == 0 {
 		r.ackAt = now + c.cfg.AckDelay
@@ -1218,31 +1266,38 @@ func (c *Conn) onTimer() {
 	c.flush()
 }
 
-// onPTOLocked handles a retransmission timeout: the first one sends a probe
-// (the oldest packet again); a second consecutive one means the path lost
-// everything: the window collapses and all in-flight packets are resent.
+// onPTOLocked handles the retransmission timer. Before a full RTO has
+// passed without acknowledgement progress it sends a tail-loss probe (the
+// oldest unacknowledged packet again, past the congestion window), whose
+// acknowledgement lets SACK-based detection find the other losses. After
+// the RTO the path is taken to have lost everything: the window collapses
+// to one packet and all in-flight packets are resent (RFC 6298 5.5-5.7).
 func (c *Conn) onPTOLocked(now time.Duration) {
 	s := &c.snd
 	s.ptoAt = 0
 	switch {
 	case s.flight.head != nil:
-		s.ptoCount++
-		c.stats.Timeouts++
-		if s.ptoCount >= 2 {
+		if now >= s.lastProgress+c.rtoLocked() {
+			s.rtoCount++
+			c.stats.Timeouts++
 			c.cc.onRTO(s.nextTx - 1)
 			for s.flight.head != nil {
 				c.markLostLocked(s.flight.head)
 			}
+			s.lastProgress = now
 		} else {
+			s.ptoCount++
+			c.stats.Probes++
 			c.markLostLocked(s.flight.head)
 		}
 		s.probes = 1
-		s.ptoAt = now + c.ptoLocked()
+		c.armPTOLocked(now)
 	case s.nxt < s.end && s.nxt >= s.peerEdge:
 		// Zero-window probe: ask for the current window.
 		s.ptoCount++
 		c.pingDue = true
-		s.ptoAt = now + c.ptoLocked()
+		s.lastProgress = now
+		c.armPTOLocked(now)
 	}
 }
 
@@ -1287,7 +1342,8 @@ type Stats struct {
 	DataPacketsReceived uint64
 	Retransmissions     uint64 // DATA packets sent again
 	FastRetransmits     uint64 // losses inferred from acknowledgements (SACK)
-	Timeouts            uint64 // retransmission timeouts
+	Probes              uint64 // tail-loss probes (a timer resent one packet)
+	Timeouts            uint64 // retransmission timeouts (window collapsed)
 	LossEvents          uint64 // congestion-window reductions
 	DuplicatesDropped   uint64 // DATA packets already held or delivered
 	OutOfOrder          uint64 // DATA packets that arrived ahead of a gap
@@ -1317,7 +1373,7 @@ func (c *Conn) Stats() Stats {
 	st.SRTT = c.rtt.srtt
 	st.RTTVar = c.rtt.rttvar
 	st.MinRTT = c.rtt.min
-	st.RTO = c.ptoLocked()
+	st.RTO = c.rtoLocked()
 	st.CongestionWindow = c.cc.cwnd
 	st.SlowStartThreshold = c.cc.ssthresh
 	st.LossEvents = uint64(c.cc.lossEvents)

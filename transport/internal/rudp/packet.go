@@ -12,7 +12,7 @@ import (
 //	off size field
 //	 0   1   version (1)
 //	 1   1   type (SYN=1 SYNACK=2 DATA=3 ACK=4 RST=5; only ever appended)
-//	 2   1   flags (FIN=0x01 on DATA, PING=0x02 on ACK; other bits zero)
+//	 2   1   flags (DATA: FIN=0x01, ACKNOW=0x04; ACK: PING=0x02; others zero)
 //	 3   1   nsack: number of SACK blocks, at most 16
 //	 4   8   destination connection id (0 only in SYN)
 //	12   4   seq: DATA: packet sequence number (low 32 bits)
@@ -68,8 +68,9 @@ func (t pktType) String() string {
 }
 
 const (
-	flagFIN  uint8 = 0x01
-	flagPING uint8 = 0x02
+	flagFIN    uint8 = 0x01 // DATA: the last packet of the stream
+	flagPING   uint8 = 0x02 // ACK: answer with an ACK at once
+	flagACKNOW uint8 = 0x04 // DATA: the sender has nothing more in flight for now; ACK at once
 )
 
 type sackBlock struct{ start, end uint32 }
@@ -153,7 +154,7 @@ func decodePacket(b []byte, h *header) (payload []byte, err error) {
 	h.flags = b[2]
 	switch h.typ {
 	case typeDATA:
-		if h.flags&^flagFIN != 0 {
+		if h.flags&^(flagFIN|flagACKNOW) != 0 {
 			return nil, errFlags
 		}
 	case typeACK:
