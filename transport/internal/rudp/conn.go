@@ -538,8 +538,10 @@ func (c *Conn) teardown(cause error, rst bool) {
 	}
 	c.mu.Unlock()
 	if sendRST {
+		// Twice: a lost RST leaves the peer waiting for its Linger.
 		b := make([]byte, headerLen)
 		h.encode(b)
+		_ = c.ep.write(b, c.peer)
 		_ = c.ep.write(b, c.peer)
 	}
 	c.rdl.stop()
@@ -865,6 +867,12 @@ func (c *Conn) handlePacket(h *header, payload []byte, pb *pbuf) (kept bool) {
 	case typeSYNACK:
 		c.onSynAckLocked(h, payload, now)
 	default:
+		if h.typ == typeRST && c.peerID != 0 && h.dst == c.peerID {
+			// Reflected by the peer's listener: it has no connection
+			// with the id we know it by any more.
+			fail = ErrReset
+			break
+		}
 		if h.dst != c.localID || c.state != stateEstablished {
 			c.drops.foreign.Add(1)
 			break

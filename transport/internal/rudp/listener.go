@@ -222,12 +222,26 @@ func (l *Listener) readLoop() {
 		}
 		if c == nil {
 			l.unknown.Add(1)
+			if h.typ != typeRST {
+				l.reflectRST(&h, from)
+			}
 			continue
 		}
 		if c.handlePacket(&h, payload, pb) {
 			pb = getBuf(largeBufSize)
 		}
 	}
+}
+
+// reflectRST answers a packet for a connection this listener no longer has
+// (closed, or lost in a restart) with an RST naming the id the packet was
+// addressed to; the peer accepts it because that is the id it knows for
+// us. The RST is never larger than the packet that caused it.
+func (l *Listener) reflectRST(h *header, to netip.AddrPort) {
+	var b [headerLen]byte
+	rst := header{typ: typeRST, dst: h.dst, tsval: h.tsecr}
+	rst.encode(b[:])
+	_, _ = l.ap.WriteToUDPAddrPort(b[:], to)
 }
 
 // socketGone tears down every connection when the socket closed under them.
