@@ -112,6 +112,7 @@ type sendState struct {
 	ptoCount      int           // probes since the last acknowledgement progress
 	rtoCount      int           // RTO backoff exponent
 	lastProgress  time.Duration // last acknowledgement of new data (or start of a flight)
+	undo          rtoUndo
 	lossAt        time.Duration
 	pacingAt      time.Duration
 	probes        int // packets allowed past cwnd and the pacer (PTO probes)
@@ -119,6 +120,16 @@ type sendState struct {
 	stop          uint8 // why the last collect stopped sending
 	finQueued     bool
 	finAcked      bool
+}
+
+// rtoUndo remembers the congestion state before a retransmission timeout,
+// to restore it if the timeout turns out to have been spurious.
+type rtoUndo struct {
+	pending  bool
+	spurious bool
+	tx       uint64 // first transmission number after the timeout
+	cwnd     int
+	ssthresh int
 }
 
 // recvState is the receiving half.
@@ -511,7 +522,9 @@ func (c *Conn) Close() error {
 
 // checkFinishLocked decides whether a closed connection is done.
 func (c *Conn) checkFinishLocked() {
-	if c.userClosed && c.snd.finAcked {
+	// The FIN alone may be SACKed while earlier packets are missing: done
+	// only when the cumulative acknowledgement covers the whole stream.
+	if c.userClosed && c.snd.finAcked && c.snd.una == c.snd.end {
 		c.finish = true
 	}
 }
@@ -992,6 +1005,12 @@ func (c *Conn) onAckLocked(h *header, now time.Duration) bool {
 			c.rtt.update(time.Duration(d) * time.Microsecond)
 		}
 	}
+	if s.undo.pending && newly {
+		if s.undo.spurious {
+			c.undoRTOLocked()
+		}
+		s.undo = rtoUndo{}
+	}
 	if newly {
 		s.ptoCount = 0
 		s.rtoCount = 0
@@ -1011,6 +1030,41 @@ func (c *Conn) onAckLocked(h *header, now time.Duration) bool {
 	return true
 }
 
+// undoRTOLocked reverts a spurious timeout: the window comes back and the
+// packets it marked lost that were not resent yet are in flight again.
+func (c *Conn) undoRTOLocked() {
+	s := &c.snd
+	c.stats.SpuriousTimeouts++
+	c.cc.cwnd = max(c.cc.cwnd, s.undo.cwnd)
+	c.cc.ssthresh = max(c.cc.ssthresh, s.undo.ssthresh)
+	for seg := s.lost.head; seg != nil; {
+		next := seg.next
+		if seg.tx < s.undo.tx {
+			s.lost.remove(seg)
+			seg.state = segInFlight
+			// Keep the flight list ordered by transmission number.
+			p := s.flight.head
+			for p != nil && p.tx < seg.tx {
+				p = p.next
+			}
+			if p == nil {
+				s.flight.pushBack(seg)
+			} else {
+				seg.prev, seg.next = p.prev, p
+				if p.prev != nil {
+					p.prev.next = seg
+				} else {
+					s.flight.head = seg
+				}
+				p.prev = seg
+				s.flight.n++
+			}
+			s.inflight += seg.wire()
+		}
+		seg = next
+	}
+}
+
 // ackSegLocked retires an acknowledged segment and returns its wire size.
 func (c *Conn) ackSegLocked(seg *segment) int {
 	s := &c.snd
@@ -1021,8 +1075,16 @@ func (c *Conn) ackSegLocked(seg *segment) int {
 	case segLost:
 		s.lost.remove(seg)
 	}
-	if seg.tx > s.largestAcked {
+	// Which transmission of a resent packet was acknowledged is unknown;
+	// crediting the latest one would declare everything sent between them
+	// lost. Only packets sent once advance the loss-detection reference.
+	if seg.txCount == 1 && seg.tx > s.largestAcked {
 		s.largestAcked = seg.tx
+	}
+	if s.undo.pending && seg.tx < s.undo.tx {
+		// Acknowledged without having been resent since the RTO: the
+		// timeout was spurious (F-RTO, RFC 5682).
+		s.undo.spurious = true
 	}
 	if seg.fin {
 		s.finAcked = true
@@ -1288,6 +1350,9 @@ func (c *Conn) onPTOLocked(now time.Duration) {
 		if now >= s.lastProgress+c.rtoLocked() {
 			s.rtoCount++
 			c.stats.Timeouts++
+			if !s.undo.pending {
+				s.undo = rtoUndo{pending: true, tx: s.nextTx, cwnd: c.cc.cwnd, ssthresh: c.cc.ssthresh}
+			}
 			c.cc.onRTO(s.nextTx - 1)
 			for s.flight.head != nil {
 				c.markLostLocked(s.flight.head)
@@ -1352,6 +1417,7 @@ type Stats struct {
 	FastRetransmits     uint64 // losses inferred from acknowledgements (SACK)
 	Probes              uint64 // tail-loss probes (a timer resent one packet)
 	Timeouts            uint64 // retransmission timeouts (window collapsed)
+	SpuriousTimeouts    uint64 // timeouts undone because the originals were acknowledged
 	LossEvents          uint64 // congestion-window reductions
 	DuplicatesDropped   uint64 // DATA packets already held or delivered
 	OutOfOrder          uint64 // DATA packets that arrived ahead of a gap

@@ -196,6 +196,20 @@ func TestCloseSemantics(t *testing.T) {
 			return errors.Is(err, ErrReset) && errors.Is(err, syscall.ECONNRESET)
 		}, 5*time.Second, 5*time.Millisecond)
 	})
+	t.Run("write then close under loss delivers everything", func(t *testing.T) {
+		// A SACKed FIN with holes before it must not end the connection.
+		for seed := range uint64(6) {
+			c, s, _ := memPair(t, MemConfig{Seed: seed, MTU: 1400, Link: MemLink{Loss: 0.2, Reorder: 0.05}}, testConfig())
+			data := pattern(seed, 300<<10)
+			go func() {
+				_, _ = s.Write(data)
+				_ = s.Close()
+			}()
+			got, err := io.ReadAll(c)
+			require.NoError(t, err, "seed %d", seed)
+			require.Equal(t, sha256.Sum256(data), sha256.Sum256(got), "seed %d", seed)
+		}
+	})
 	t.Run("close while writing", func(t *testing.T) {
 		cfg := testConfig()
 		cfg.Linger = 200 * time.Millisecond
