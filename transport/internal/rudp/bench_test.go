@@ -139,3 +139,40 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLossyThroughput measures 4 MiB writes across the in-memory
+// network with random loss in both directions (data and acknowledgements).
+func BenchmarkLossyThroughput(b *testing.B) {
+	for _, mtu := range []int{1400, MaxPacketSizeLimit} {
+		for _, loss := range []int{0, 5, 20} {
+			b.Run(fmt.Sprintf("mtu=%d/loss=%d%%/bytes=4MiB", mtu, loss), func(b *testing.B) {
+				c, s, _ := memPair(b, MemConfig{Seed: 1, MTU: mtu, Link: MemLink{Loss: float64(loss) / 100}}, DefaultConfig())
+				var got atomic.Int64
+				go func() {
+					buf := make([]byte, 1<<20)
+					for {
+						n, err := s.Read(buf)
+						got.Add(int64(n))
+						if err != nil {
+							return
+						}
+					}
+				}()
+				buf := make([]byte, 4<<20)
+				b.SetBytes(int64(len(buf)))
+				var sent int64
+				for b.Loop() {
+					if _, err := c.Write(buf); err != nil {
+						b.Fatal(err)
+					}
+					sent += int64(len(buf))
+					for got.Load() < sent { // count delivery, not queueing
+						time.Sleep(50 * time.Microsecond)
+					}
+				}
+				st := c.Stats()
+				b.ReportMetric(float64(st.Retransmissions)/float64(st.DataPacketsSent), "rtx/pkt")
+			})
+		}
+	}
+}

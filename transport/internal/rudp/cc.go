@@ -176,7 +176,7 @@ func (c *cubic) onLoss(tx, highestSent uint64) bool {
 	} else {
 		c.wMax = cw
 	}
-	c.cwnd = max(int(float64(c.cwnd)*cubicBeta), 2*c.mss)
+	c.cwnd = max(int(float64(c.cwnd)*cubicBeta), minWindowPackets*c.mss)
 	c.ssthresh = c.cwnd
 	c.epochValid = false
 	return true
@@ -187,7 +187,7 @@ func (c *cubic) onRTO(highestSent uint64) {
 	c.recoveryTx = highestSent
 	c.lossEvents++
 	c.wMax = float64(c.cwnd) / float64(c.mss)
-	c.ssthresh = max(int(float64(c.cwnd)*cubicBeta), 2*c.mss)
+	c.ssthresh = max(int(float64(c.cwnd)*cubicBeta), minWindowPackets*c.mss)
 	c.cwnd = c.mss
 	c.epochValid = false
 }
@@ -238,3 +238,9 @@ func (p *pacer) take(n int, rate float64) (ok bool, wait time.Duration) {
 	need := float64(n) - p.tokens
 	return false, time.Duration(need / rate * float64(time.Second))
 }
+
+// minWindowPackets is the smallest window after a loss (RFC 5681 and RFC
+// 9002 use 2). Four keeps enough acknowledgements flowing that random loss
+// is recovered by SACK evidence instead of timers, and still cuts a sender
+// to a trickle on a congested path.
+const minWindowPackets = 4

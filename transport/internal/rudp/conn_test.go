@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -468,4 +469,64 @@ func TestPathPacketSize(t *testing.T) {
 	require.LessOrEqual(t, pathPacketSize(nil, netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")), DefaultNetworkPacketSize)
 	a, _ := MemPipe(MemConfig{MTU: 1000})
 	require.Equal(t, 1000, pathPacketSize(a, lo, lo))
+}
+
+// TestNoGoroutineLeak: after Close of both ends and the listener, every
+// goroutine the package started has exited.
+func TestNoGoroutineLeak(t *testing.T) {
+	base := runtime.NumGoroutine()
+	for _, useSockets := range []bool{false, true} {
+		var ln *Listener
+		var err error
+		if useSockets {
+			ln, err = Listen("udp", "127.0.0.1:0", testConfig())
+		} else {
+			pc, _ := NewMemNetwork(MemConfig{}).Listen("127.0.0.1:1")
+			ln, err = ListenPacketConn(pc, testConfig())
+		}
+		require.NoError(t, err)
+		var conns []*Conn
+		for range 3 {
+			var c *Conn
+			if useSockets {
+				c, err = Dial(t.Context(), "udp", ln.Addr().String(), testConfig())
+			} else {
+				pc, _ := ln.pc.(*MemPacketConn).net.Listen("127.0.0.2:0")
+				c, err = DialPacketConn(t.Context(), pc, ln.Addr(), testConfig())
+			}
+			require.NoError(t, err)
+			s, err := ln.Accept(t.Context())
+			require.NoError(t, err)
+			_, err = c.Write([]byte("x"))
+			require.NoError(t, err)
+			conns = append(conns, c, s)
+		}
+		// One more that is never accepted: Listener.Close aborts it (RST).
+		var orphan *Conn
+		if useSockets {
+			orphan, err = Dial(t.Context(), "udp", ln.Addr().String(), testConfig())
+		} else {
+			pc, _ := ln.pc.(*MemPacketConn).net.Listen("127.0.0.2:0")
+			orphan, err = DialPacketConn(t.Context(), pc, ln.Addr(), testConfig())
+		}
+		require.NoError(t, err)
+		require.NoError(t, ln.Close())
+		_, err = orphan.Read(make([]byte, 1))
+		require.ErrorIs(t, err, ErrReset)
+		require.NoError(t, orphan.Close())
+		for _, c := range conns {
+			require.NoError(t, c.Close())
+		}
+	}
+	// Poll in this goroutine (require.Eventually adds goroutines of its own).
+	// Close has already waited for the package's goroutines; the deadline
+	// only covers runtime helpers (timer callbacks) that are finishing.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines: %d before, %d after:\n%s", base, n, buf[:runtime.Stack(buf, true)])
+	}
 }

@@ -1,7 +1,6 @@
 package rudp
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"syscall"
@@ -24,10 +23,6 @@ var (
 	// os.ErrDeadlineExceeded, which is reserved for deadlines set by the
 	// caller.
 	ErrPeerTimeout = fmt.Errorf("rudp: peer unreachable (idle timeout): %w", syscall.ETIMEDOUT)
-
-	// ErrBacklog is returned to a dialer whose SYN found a full accept
-	// queue; the dialer only sees it as a timeout, the listener counts it.
-	errBacklog = errors.New("rudp: accept backlog full")
 )
 
 // opError wraps err in a *net.OpError so that callers get the usual

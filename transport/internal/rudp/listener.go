@@ -20,7 +20,6 @@ import (
 type Listener struct {
 	pc   net.PacketConn
 	ap   apConn
-	uc   *net.UDPConn
 	cfg  Config
 	addr net.Addr
 
@@ -93,7 +92,6 @@ func listenOn(pc net.PacketConn, cfg Config) *Listener {
 		quit:    make(chan struct{}),
 		conns:   make(map[netip.AddrPort]*Conn),
 	}
-	l.uc, _ = pc.(*net.UDPConn)
 	l.wg.Add(1)
 	go l.readLoop()
 	return l
