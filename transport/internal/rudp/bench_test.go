@@ -55,6 +55,11 @@ func BenchmarkThroughput(b *testing.B) {
 		pair func(testing.TB) (*Conn, *Conn)
 	}{
 		{"net=loopback", func(tb testing.TB) (*Conn, *Conn) { return loopbackPair(tb, DefaultConfig()) }},
+		{"net=loopback/mtu=1400", func(tb testing.TB) (*Conn, *Conn) {
+			cfg := DefaultConfig()
+			cfg.MaxPacketSize = 1400
+			return loopbackPair(tb, cfg)
+		}},
 		{"net=mem", func(tb testing.TB) (*Conn, *Conn) {
 			c, s, _ := memPair(tb, MemConfig{Seed: 1}, DefaultConfig())
 			return c, s

@@ -255,6 +255,28 @@ func TestCloseSemantics(t *testing.T) {
 		_, err := c.Read(make([]byte, 10))
 		require.ErrorIs(t, err, ErrReset)
 	})
+	t.Run("net.Listener adapter", func(t *testing.T) {
+		ln, err := Listen("udp", "127.0.0.1:0", testConfig())
+		require.NoError(t, err)
+		nl := ln.NetListener()
+		defer nl.Close()
+		go func() {
+			c, err := Dial(t.Context(), "udp", nl.Addr().String(), testConfig())
+			if err == nil {
+				_, _ = c.Write([]byte("tcp-like"))
+				_ = c.Close()
+			}
+		}()
+		c, err := nl.Accept()
+		require.NoError(t, err)
+		defer c.Close()
+		b, err := io.ReadAll(c)
+		require.NoError(t, err)
+		require.Equal(t, "tcp-like", string(b))
+		require.NoError(t, nl.Close())
+		_, err = nl.Accept()
+		require.ErrorIs(t, err, net.ErrClosed)
+	})
 	t.Run("half close", func(t *testing.T) {
 		c, s, _ := memPair(t, MemConfig{Seed: 5}, testConfig())
 		_, err := c.Write([]byte("request"))

@@ -38,14 +38,18 @@
 //     with exponential backoff. A packet is declared lost, and only it is
 //     resent, once a packet sent three transmissions later has been
 //     acknowledged or after 9/8 of the RTT (RFC 9002's thresholds, using
-//     SACK evidence); a first timeout sends one probe, a second one resends
-//     all unacknowledged packets with the window collapsed. Unlike the
+//     SACK evidence; lower with fewer than 4 packets in flight). Timers
+//     first send tail-loss probes (one packet, backed off); only a whole
+//     RTO without progress collapses the window and resends everything in
+//     flight. The last packet of a flight carries ACKNOW so that it is not
+//     held by a delayed ACK. Unlike the
 //     stop-and-wait or go-back-N recovery of URTP (H-Libra) and PLUS (MOL),
 //     a loss costs one retransmission, not a window.
 //   - Congestion control: slow start, then CUBIC (RFC 9438) with its
-//     Reno-friendly region and beta 0.7, one reduction per loss episode,
-//     and a token-bucket pacer at 1.25 (2 in slow start) x cwnd/SRTT, so it
-//     backs off under loss and shares a link with TCP.
+//     Reno-friendly region and beta 0.7, one reduction per loss episode, a
+//     4-packet minimum window, undo of spurious timeouts (F-RTO), and a
+//     token-bucket pacer at 1.25 (2 in slow start) x cwnd/SRTT, so it backs
+//     off under loss and shares a link with TCP.
 //   - Liveness and close: PINGs after KeepAlive of silence; IdleTimeout
 //     without hearing anything fails the connection with ErrPeerTimeout.
 //     A FIN occupies a sequence number (CloseWrite sends one; the peer's

@@ -318,3 +318,22 @@ func (e listenEP) detach(c *Conn) {
 }
 
 func (e listenEP) wait() { e.l.wait() }
+
+// NetListener adapts l to net.Listener (Accept without a context), for code
+// written against TCP listeners. Closing it closes l.
+func (l *Listener) NetListener() net.Listener { return netListener{l} }
+
+type netListener struct{ l *Listener }
+
+func (n netListener) Accept() (net.Conn, error) {
+	c, err := n.l.Accept(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (n netListener) Close() error   { return n.l.Close() }
+func (n netListener) Addr() net.Addr { return n.l.Addr() }
+
+var _ net.Listener = netListener{}
