@@ -59,6 +59,7 @@ type Conn struct {
 	maxPayload      int // payload bytes per data packet
 	slotCharge      int // receive-buffer charge of one full packet
 	maxWnd          int // receive window limit in packets
+	ackEvery        int // in-order packets per immediate ACK
 
 	timer   *time.Timer
 	timerAt time.Duration // 0: not armed
@@ -163,6 +164,9 @@ type dropCounters struct {
 
 const maxBatch = 32
 
+// ackBytes is the in-order data after which an ACK is sent at once.
+const ackBytes = 16 << 10
+
 // Reasons collectLocked stopped sending data.
 const (
 	stopNone uint8 = iota
@@ -204,6 +208,9 @@ func (c *Conn) setPacketSize(n int) {
 	c.maxPayload = n - dataOff
 	c.slotCharge = bufCharge(n)
 	c.maxWnd = max(2, c.cfg.RecvBuffer/c.slotCharge)
+	// Acknowledge every second packet, but not more often than every
+	// ackBytes: small packets would otherwise cost one ACK per 3 KB.
+	c.ackEvery = max(2, ackBytes/c.maxPayload)
 	size := 1
 	for size < c.maxWnd {
 		size <<= 1
@@ -1181,7 +1188,7 @@ func (c *Conn) onDataLocked(h *header, payload []byte, pb *pbuf, now time.Durati
 	}
 	c.updateEdgeLocked()
 	r.unacked++
-	if r.unacked >= 2 || filled || fin || r.have.len() > 0 || h.flags&flagACKNOW != 0 {
+	if r.unacked >= c.ackEvery || filled || fin || r.have.len() > 0 || h.flags&flagACKNOW != 0 {
 		r.ackNow = true
 	} else if r.ackAt == 0 {
 		r.ackAt = now + c.cfg.AckDelay
