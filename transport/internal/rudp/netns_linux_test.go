@@ -79,8 +79,8 @@ func TestNetnsLoss(t *testing.T) {
 			require.NotNil(t, s)
 			defer s.Close()
 
-			start := time.Now()
 			up, down := pattern(uint64(loss), size), pattern(uint64(loss)+1000, size)
+			start := time.Now()
 			type res struct {
 				sum [32]byte
 				err error
