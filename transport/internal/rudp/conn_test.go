@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -550,5 +551,51 @@ func TestNoGoroutineLeak(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > base {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("goroutines: %d before, %d after:\n%s", base, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestAddressFamilies: a wildcard (dual-stack) listener sees IPv4 peers as
+// IPv4-mapped IPv6 addresses and must still answer them; IPv6 loopback
+// works too.
+func TestAddressFamilies(t *testing.T) {
+	cases := []struct {
+		name, listen, dialHost string
+	}{
+		{"wildcard listener, ipv4 client", ":0", "127.0.0.1"},
+		{"ipv4", "127.0.0.1:0", "127.0.0.1"},
+		{"ipv6 loopback", "[::1]:0", "::1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := Listen("udp", tc.listen, testConfig())
+			if err != nil && tc.dialHost == "::1" {
+				t.Skipf("no IPv6 loopback: %v", err)
+			}
+			require.NoError(t, err)
+			defer ln.Close()
+			port := ln.Addr().(*net.UDPAddr).Port
+			go func() {
+				c, err := ln.Accept(t.Context())
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+			c, err := Dial(t.Context(), "udp", net.JoinHostPort(tc.dialHost, fmt.Sprint(port)), testConfig())
+			require.NoError(t, err)
+			defer c.Close()
+			data := pattern(9, 1<<20)
+			go func() {
+				_ = writeChunks(c, data, 1, 100<<10)
+				_ = c.CloseWrite()
+			}()
+			got, err := io.ReadAll(c)
+			require.NoError(t, err)
+			require.Equal(t, sha256.Sum256(data), sha256.Sum256(got))
+			if tc.dialHost == "::1" {
+				require.Equal(t, 65488, c.Stats().MaxPacketSize)
+			}
+		})
 	}
 }
