@@ -60,8 +60,8 @@ type Config struct {
 	MaxRTO time.Duration
 
 	// AckDelay is the longest a receiver holds back an acknowledgement
-	// (every second full data packet, out-of-order data, FIN and probes are
-	// acknowledged at once). Default 1 ms.
+	// (every max(2, 16 KiB/payload) packets, out-of-order data, FIN, PING
+	// and ACKNOW are acknowledged at once). Default 1 ms.
 	AckDelay time.Duration
 
 	// KeepAlive is the idle time after which a PING is sent so that the

@@ -31,7 +31,7 @@
 //     packets (so a slow reader is never overrun), and carries up to 4 SACK
 //     blocks (pure ACKs up to 16). The receiver reassembles in order, drops
 //     duplicates and acknowledges out-of-order data at once, and otherwise
-//     every second packet or within AckDelay.
+//     every max(2, 16 KiB/payload) packets or within AckDelay.
 //   - Loss recovery: every packet carries a microsecond timestamp that the
 //     peer echoes plus the time it held it, giving unambiguous RTT samples
 //     even for retransmissions; SRTT, RTTVAR and the RTO follow RFC 6298
