@@ -13,8 +13,6 @@ type rangeSet struct {
 
 func (r *rangeSet) len() int { return len(r.s) }
 
-func (r *rangeSet) reset() { r.s = r.s[:0] }
-
 // contains reports whether x is in the set.
 func (r *rangeSet) contains(x uint64) bool {
 	i := r.search(x)
