@@ -1,0 +1,339 @@
+package rudp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+)
+
+// Listener accepts connections on one UDP socket and demultiplexes their
+// datagrams by the peer's address (and checks the connection id).
+//
+// Closing a Listener stops new connections and aborts those not yet
+// accepted; accepted connections keep working on the shared socket, which is
+// closed when the last of them closes (the last Conn.Close then also waits
+// for the listener's reader goroutine).
+type Listener struct {
+	pc   net.PacketConn
+	ap   apConn
+	cfg  Config
+	addr net.Addr
+
+	acceptq chan *Conn
+	quit    chan struct{}
+	wg      sync.WaitGroup // the reader goroutine
+	once    sync.Once
+
+	mu         sync.Mutex
+	conns      map[netip.AddrPort]*Conn
+	refs       int // live connections using the socket
+	closed     bool
+	sockClosed bool
+
+	malformed, unknown, backlogDrops, created atomic.Uint64
+}
+
+// ListenerStats counts what the listener's reader saw.
+type ListenerStats struct {
+	Malformed    uint64 // datagrams that failed validation (garbage, truncated, oversized)
+	Unknown      uint64 // well-formed non-SYN datagrams from addresses with no connection
+	BacklogDrops uint64 // SYNs dropped because the accept queue was full
+	Created      uint64 // connections created by SYNs
+	Conns        int    // live connections
+}
+
+// Listen opens a UDP socket on laddr ("ip:port"; network "udp", "udp4" or
+// "udp6") and accepts rudp connections on it.
+func Listen(network, laddr string, cfg Config) (*Listener, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch network {
+	case "udp", "udp4", "udp6":
+	default:
+		return nil, fmt.Errorf("rudp: listen: unsupported network %q", network)
+	}
+	ua, err := resolveUDP(context.Background(), network, laddr)
+	if err != nil {
+		return nil, fmt.Errorf("rudp: listen %s: %w", laddr, err)
+	}
+	uc, err := net.ListenUDP(network, ua)
+	if err != nil {
+		return nil, fmt.Errorf("rudp: listen %s: %w", laddr, err)
+	}
+	setSocketBuffers(uc, cfg.resolved().SocketBuffer)
+	return listenOn(uc, cfg), nil
+}
+
+// ListenPacketConn accepts rudp connections on pc, which the Listener then
+// owns. Use it with MemNetwork for tests.
+func ListenPacketConn(pc net.PacketConn, cfg Config) (*Listener, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if uc, ok := pc.(*net.UDPConn); ok {
+		setSocketBuffers(uc, cfg.resolved().SocketBuffer)
+	}
+	return listenOn(pc, cfg), nil
+}
+
+func listenOn(pc net.PacketConn, cfg Config) *Listener {
+	cfg = cfg.resolved()
+	l := &Listener{
+		pc:      pc,
+		ap:      asAPConn(pc),
+		cfg:     cfg,
+		addr:    pc.LocalAddr(),
+		acceptq: make(chan *Conn, cfg.AcceptBacklog),
+		quit:    make(chan struct{}),
+		conns:   make(map[netip.AddrPort]*Conn),
+	}
+	l.wg.Add(1)
+	go l.readLoop()
+	return l
+}
+
+// Addr returns the listener's local address.
+func (l *Listener) Addr() net.Addr { return l.addr }
+
+// Accept waits for the next connection. The error wraps ctx.Err() when ctx
+// ends first, and matches net.ErrClosed after Close.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
+	select {
+	case c := <-l.acceptq:
+		return c, nil
+	default:
+	}
+	select {
+	case c := <-l.acceptq:
+		return c, nil
+	case <-l.quit:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, fmt.Errorf("rudp: accept: %w", ctx.Err())
+	}
+}
+
+// Close stops accepting. Connections not yet accepted are aborted; accepted
+// ones are not (see Listener). Close is idempotent.
+func (l *Listener) Close() error {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		close(l.quit)
+		l.mu.Unlock()
+		for {
+			select {
+			case c := <-l.acceptq:
+				c.teardown(ErrClosed, true)
+				c.wg.Wait()
+				continue
+			default:
+			}
+			break
+		}
+		l.mu.Lock()
+		closeSock := l.refs == 0 && !l.sockClosed
+		if closeSock {
+			l.sockClosed = true
+		}
+		l.mu.Unlock()
+		if closeSock {
+			_ = l.pc.Close()
+		}
+	})
+	l.wait()
+	return nil
+}
+
+// wait waits for the reader once the socket is being closed.
+func (l *Listener) wait() {
+	l.mu.Lock()
+	done := l.sockClosed
+	l.mu.Unlock()
+	if done {
+		l.wg.Wait()
+	}
+}
+
+// Stats returns the listener's counters.
+func (l *Listener) Stats() ListenerStats {
+	l.mu.Lock()
+	n := len(l.conns)
+	l.mu.Unlock()
+	return ListenerStats{
+		Malformed:    l.malformed.Load(),
+		Unknown:      l.unknown.Load(),
+		BacklogDrops: l.backlogDrops.Load(),
+		Created:      l.created.Load(),
+		Conns:        n,
+	}
+}
+
+func (l *Listener) readLoop() {
+	defer l.wg.Done()
+	pb := getBuf(largeBufSize)
+	defer func() { putBuf(pb) }()
+	errs := 0
+	for {
+		n, from, err := l.ap.ReadFromUDPAddrPort(pb.b)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				l.socketGone()
+				return
+			}
+			errs++
+			readLoopBackoff(errs)
+			continue
+		}
+		errs = 0
+		from = normalize(from)
+		var h header
+		payload, err := decodeDatagram(pb.b, n, &h)
+		if err != nil {
+			l.malformed.Add(1)
+			continue
+		}
+		l.mu.Lock()
+		c := l.conns[from]
+		l.mu.Unlock()
+		if h.typ == typeSYN {
+			info, err := decodeSYN(payload)
+			if err != nil {
+				l.malformed.Add(1)
+				continue
+			}
+			if c != nil && c.peerID != info.srcID {
+				// The peer started over from the same address: the old
+				// connection is dead.
+				c.teardown(ErrReset, false)
+				c = nil
+			}
+			if c == nil {
+				l.newConn(from, &h, info)
+				continue
+			}
+		}
+		if c == nil {
+			l.unknown.Add(1)
+			if h.typ != typeRST {
+				l.reflectRST(&h, from)
+			}
+			continue
+		}
+		if c.handlePacket(&h, payload, pb) {
+			pb = getBuf(largeBufSize)
+		}
+	}
+}
+
+// reflectRST answers a packet for a connection this listener no longer has
+// (closed, or lost in a restart) with an RST naming the id the packet was
+// addressed to; the peer accepts it because that is the id it knows for
+// us. The RST is never larger than the packet that caused it.
+func (l *Listener) reflectRST(h *header, to netip.AddrPort) {
+	var b [headerLen]byte
+	rst := header{typ: typeRST, dst: h.dst, tsval: h.tsecr}
+	rst.encode(b[:])
+	_, _ = l.ap.WriteToUDPAddrPort(b[:], to)
+}
+
+// socketGone tears down every connection when the socket closed under them.
+func (l *Listener) socketGone() {
+	l.mu.Lock()
+	l.sockClosed = true
+	conns := make([]*Conn, 0, len(l.conns))
+	for _, c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.teardown(ErrClosed, false)
+	}
+}
+
+func (l *Listener) newConn(from netip.AddrPort, h *header, info synInfo) {
+	size := l.cfg.MaxPacketSize
+	if size == 0 {
+		local, _ := addrPortOf(l.addr)
+		size = pathPacketSize(l.pc, local.Addr(), from.Addr())
+	}
+	size = min(size, int(info.maxPacket))
+
+	l.mu.Lock()
+	if l.closed || l.sockClosed {
+		l.mu.Unlock()
+		return
+	}
+	if len(l.acceptq) == cap(l.acceptq) {
+		l.mu.Unlock()
+		l.backlogDrops.Add(1)
+		return
+	}
+	c := newConn(l.cfg, listenEP{l}, l.addr, net.UDPAddrFromAddrPort(from), from, false)
+	c.localID = newID()
+	c.peerID = info.srcID
+	c.setPacketSize(size)
+	c.state = stateEstablished
+	close(c.established)
+	c.snd.peerEdge = uint64(min(h.wnd, 1<<24))
+	c.noteEchoLocked(h, c.now())
+	c.synackDue = true
+	l.conns[from] = c
+	l.refs++
+	l.acceptq <- c // cannot block: only this goroutine sends, and there was room
+	l.mu.Unlock()
+	l.created.Add(1)
+	c.start(nil)
+	c.flush()
+}
+
+// listenEP is the endpoint of a connection accepted by a Listener.
+type listenEP struct{ l *Listener }
+
+func (e listenEP) write(b []byte, to netip.AddrPort) error {
+	_, err := e.l.ap.WriteToUDPAddrPort(b, to)
+	return err
+}
+
+func (e listenEP) detach(c *Conn) {
+	l := e.l
+	l.mu.Lock()
+	if l.conns[c.peer] == c {
+		delete(l.conns, c.peer)
+	}
+	l.refs--
+	closeSock := l.closed && l.refs == 0 && !l.sockClosed
+	if closeSock {
+		l.sockClosed = true
+	}
+	l.mu.Unlock()
+	if closeSock {
+		_ = l.pc.Close()
+	}
+}
+
+func (e listenEP) wait() { e.l.wait() }
+
+// NetListener adapts l to net.Listener (Accept without a context), for code
+// written against TCP listeners. Closing it closes l.
+func (l *Listener) NetListener() net.Listener { return netListener{l} }
+
+type netListener struct{ l *Listener }
+
+func (n netListener) Accept() (net.Conn, error) {
+	c, err := n.l.Accept(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (n netListener) Close() error   { return n.l.Close() }
+func (n netListener) Addr() net.Addr { return n.l.Addr() }
+
+var _ net.Listener = netListener{}
