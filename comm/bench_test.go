@@ -1,0 +1,46 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// BenchmarkAlltoallv measures one Alltoallv of 4 in-process ranks over
+// loopback sockets, every pair exchanging bytes=N.
+func BenchmarkAlltoallv(b *testing.B) {
+	for _, tr := range []string{"tcp", "quic"} {
+		for _, size := range []int{64 << 10, 1 << 20} {
+			for _, algo := range []collective.Algorithm{collective.OpenShop, Naive} {
+				b.Run(fmt.Sprintf("transport=%s/bytes=%d/algo=%s", tr, size, algo), func(b *testing.B) {
+					comms := startWorld(b, 4, tr, nil)
+					sends := make([][][]byte, 4)
+					for r := range sends {
+						sends[r] = make([][]byte, 4)
+						for j := range sends[r] {
+							sends[r][j] = make([]byte, size)
+						}
+					}
+					b.SetBytes(int64(4 * 3 * size))
+					ctx := context.Background()
+					for b.Loop() {
+						var wg sync.WaitGroup
+						for r, c := range comms {
+							wg.Add(1)
+							go func(r int, c *Comm) {
+								defer wg.Done()
+								if _, err := c.AlltoallvWith(ctx, sends[r], AlltoallvOptions{Algorithm: algo}); err != nil {
+									b.Error(err)
+								}
+							}(r, c)
+						}
+						wg.Wait()
+					}
+				})
+			}
+		}
+	}
+}
