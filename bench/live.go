@@ -345,8 +345,10 @@ func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective
 	switch coll {
 	case "alltoallv":
 		send := make([][]byte, n)
+		bufs := make([][]byte, n) // reused every iteration, as MPI's receive buffer
 		for j := range send {
 			send[j] = make([]byte, sz[me][j])
+			bufs[j] = make([]byte, sz[j][me])
 		}
 		var lb, pred float64
 		if m := c.Model(); m != nil && algo != comm.Naive {
@@ -355,7 +357,7 @@ func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective
 			}
 		}
 		return func(ctx context.Context) error {
-			recv, err := c.AlltoallvWith(ctx, send, comm.AlltoallvOptions{Algorithm: algo})
+			recv, err := c.AlltoallvWith(ctx, send, comm.AlltoallvOptions{Algorithm: algo, Recv: bufs})
 			if err != nil {
 				return err
 			}

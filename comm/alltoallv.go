@@ -17,6 +17,11 @@ type AlltoallvOptions struct {
 	// Greedy, OpenShop, Auto) or Naive. "" means Config.Alltoallv. Every
 	// rank must ask for the same one.
 	Algorithm collective.Algorithm
+	// Recv, if set, holds one receive buffer per rank, reused as MPI's
+	// receive buffer is: what rank i sends lands in Recv[i][:n] when
+	// cap(Recv[i]) >= n (the result then aliases it), in a new slice
+	// otherwise. Iterative programs avoid allocating every exchange.
+	Recv [][]byte
 }
 
 // Alltoallv sends send[j] to rank j and returns what every rank sent to
@@ -57,6 +62,9 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 	if len(send) != n {
 		return nil, &ArgError{Op: "Alltoallv", Arg: "send", Msg: fmt.Sprintf("%d buffers for %d ranks", len(send), n)}
 	}
+	if o.Recv != nil && len(o.Recv) != n {
+		return nil, &ArgError{Op: "Alltoallv", Arg: "Recv", Msg: fmt.Sprintf("%d buffers for %d ranks", len(o.Recv), n)}
+	}
 	algo := o.Algorithm
 	if algo == "" {
 		algo = c.w.cfg.Alltoallv
@@ -73,47 +81,73 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		return [][]byte{append([]byte{}, send[0]...)}, nil
 	}
 
-	// Every rank learns the whole size matrix, and checks that everyone
-	// asked for the same algorithm.
-	row := make([]int64, n+1)
+	// One round of direct messages: every rank sends every other rank its
+	// row of sizes, which messages it sends inline, its algorithm, and the
+	// message itself when it is small enough to ride along. Afterwards
+	// every rank knows the whole size matrix and has every small message;
+	// only the large ones remain, to be planned.
+	inlineMax := c.w.cfg.EagerLimit
+	if inlineMax < 0 {
+		inlineMax = int(^uint(0) >> 1)
+	}
+	row := make([]int64, 2*n+1)
 	for j, b := range send {
 		row[j] = int64(len(b))
+		if j != c.rank && (len(b) == 0 || len(b) <= inlineMax) {
+			row[n+j] = 1
+		}
 	}
-	row[n] = int64(hashString(string(algo)))
-	rows, err := k.exchangeSmall(putInt64s(row))
+	row[2*n] = int64(hashString(string(algo)))
+	head := putInt64s(row)
+	rows, err := k.exchange(head, func(j int) []byte {
+		if row[n+j] == 1 && len(send[j]) > 0 {
+			return append(append(make([]byte, 0, len(head)+len(send[j])), head...), send[j]...)
+		}
+		return head
+	})
 	if err != nil {
 		return nil, k.err(err)
 	}
-	bytes := make([][]int64, n)
+	recv := make([][]byte, n)
+	bytes := make([][]int64, n) // the large messages that remain
 	for i, b := range rows {
-		v := getInt64s(b)
-		if len(v) != n+1 {
-			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent %d sizes for %d ranks", ErrMismatch, i, len(v)-1, n)})
+		if len(b) < len(head) {
+			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent a %d-byte size row, expected %d", ErrMismatch, i, len(b), len(head))})
 		}
-		if v[n] != row[n] {
+		v := getInt64s(b[:len(head)])
+		if v[2*n] != row[2*n] {
 			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d asked for another Alltoallv algorithm than %q", ErrMismatch, i, algo)})
 		}
 		bytes[i] = v[:n]
 		bytes[i][i] = 0
-	}
-
-	recv := make([][]byte, n)
-	recv[c.rank] = append([]byte{}, send[c.rank]...)
-	for i := range bytes {
-		if bytes[i][c.rank] == 0 && i != c.rank {
-			recv[i] = []byte{}
+		for j := 0; j < n; j++ {
+			if v[n+j] == 1 {
+				if j == c.rank && i != c.rank {
+					data := b[len(head):]
+					if int64(len(data)) != v[j] {
+						return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent %d bytes inline, it announced %d", ErrMismatch, i, len(data), v[j])})
+					}
+					if o.Recv != nil && cap(o.Recv[i]) >= len(data) {
+						data = append(o.Recv[i][:0], data...)
+					}
+					recv[i] = data
+				}
+				bytes[i][j] = 0
+			}
 		}
 	}
+	recv[c.rank] = append(recvBuf(o.Recv, c.rank, len(send[c.rank]))[:0], send[c.rank]...)
+	bufs := o.Recv
 	tl := &Timeline{algorithm: algo, start: time.Now()}
 	if algo == Naive {
-		err = c.naiveExchange(k, send, recv, bytes, tl)
+		err = c.naiveExchange(k, send, recv, bufs, bytes, tl)
 	} else {
 		var plan *collective.Plan
 		if plan, err = c.planFor(bytes, algo); err != nil {
 			return nil, k.err(err)
 		}
 		tl.plan = plan
-		err = c.executePlan(k, plan, send, recv, tl)
+		err = c.executePlan(k, plan, send, recv, bufs, tl)
 	}
 	if err != nil {
 		return nil, k.err(err)
@@ -122,6 +156,14 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 	c.timeline = tl
 	c.planMu.Unlock()
 	return recv, nil
+}
+
+// recvBuf returns bufs[i][:n] when it is large enough, else a new slice.
+func recvBuf(bufs [][]byte, i, n int) []byte {
+	if bufs != nil && cap(bufs[i]) >= n {
+		return bufs[i][:n]
+	}
+	return make([]byte, n)
 }
 
 func hashString(s string) uint32 {
@@ -205,7 +247,7 @@ func (c *Comm) eager(n int64) bool {
 // side in plan order (eager messages at once, large ones when their
 // receiver grants them), the receive side granting large messages in plan
 // order, and both at the same time.
-func (c *Comm) executePlan(k *coll, plan *collective.Plan, send, recv [][]byte, tl *Timeline) error {
+func (c *Comm) executePlan(k *coll, plan *collective.Plan, send, recv, bufs [][]byte, tl *Timeline) error {
 	w := c.w
 	me := c.rank
 	ctxID := collCtx(c.id)
@@ -228,7 +270,7 @@ func (c *Comm) executePlan(k *coll, plan *collective.Plan, send, recv [][]byte, 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		recvErr = c.receivePlanned(k, plan, recvOrder, eagerReqs, recv, tl)
+		recvErr = c.receivePlanned(k, plan, recvOrder, eagerReqs, recv, bufs, tl)
 	}()
 	sendErr := func() error {
 		for _, ti := range sendOrder {
@@ -275,7 +317,7 @@ func (c *Comm) executePlan(k *coll, plan *collective.Plan, send, recv [][]byte, 
 
 // receivePlanned grants this rank's large incoming messages one at a time,
 // in plan order, then collects the eager ones.
-func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eagerReqs map[int]*recvReq, recv [][]byte, tl *Timeline) error {
+func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eagerReqs map[int]*recvReq, recv, bufs [][]byte, tl *Timeline) error {
 	w := c.w
 	ctxID := collCtx(c.id)
 	for _, ti := range order {
@@ -284,7 +326,7 @@ func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eager
 			continue
 		}
 		g := c.group[t.Src]
-		buf := make([]byte, t.Bytes)
+		buf := recvBuf(bufs, t.Src, int(t.Bytes))
 		key := slotKey{slotData, g, ctxID, k.tag, 0}
 		s := w.getSlot(key, buf)
 		ev := event{peer: t.Src, bytes: t.Bytes, start: time.Now()}
@@ -326,6 +368,9 @@ func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eager
 		if int64(len(data)) != t.Bytes {
 			return &RankError{Rank: c.group[t.Src], Err: fmt.Errorf("%w: rank %d sent %d bytes, it announced %d", ErrMismatch, t.Src, len(data), t.Bytes)}
 		}
+		if bufs != nil && cap(bufs[t.Src]) >= len(data) {
+			data = append(bufs[t.Src][:0], data...)
+		}
 		recv[t.Src] = data
 		tl.recvs = append(tl.recvs, event{peer: t.Src, bytes: t.Bytes, start: time.Now(), end: time.Now()})
 	}
@@ -334,7 +379,7 @@ func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eager
 
 // naiveExchange posts every send and every receive at once, as Gloo does,
 // and lets the transport sort them out.
-func (c *Comm) naiveExchange(k *coll, send, recv [][]byte, bytes [][]int64, tl *Timeline) error {
+func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64, tl *Timeline) error {
 	n := c.Size()
 	me := c.rank
 	reqs := make([]*recvReq, n)
@@ -378,7 +423,11 @@ func (c *Comm) naiveExchange(k *coll, send, recv [][]byte, bytes [][]int64, tl *
 		go func(i int) {
 			defer wg.Done()
 			start := time.Now()
-			data, err := k.finish(reqs[i])
+			var buf []byte
+			if bufs != nil {
+				buf = bufs[i][:cap(bufs[i])]
+			}
+			data, err := k.finishInto(reqs[i], buf)
 			if err != nil {
 				fail(err)
 				return

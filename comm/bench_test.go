@@ -18,10 +18,13 @@ func BenchmarkAlltoallv(b *testing.B) {
 				b.Run(fmt.Sprintf("transport=%s/bytes=%d/algo=%s", tr, size, algo), func(b *testing.B) {
 					comms := startWorld(b, 4, tr, nil)
 					sends := make([][][]byte, 4)
+					recvs := make([][][]byte, 4)
 					for r := range sends {
 						sends[r] = make([][]byte, 4)
+						recvs[r] = make([][]byte, 4)
 						for j := range sends[r] {
 							sends[r][j] = make([]byte, size)
+							recvs[r][j] = make([]byte, size)
 						}
 					}
 					b.SetBytes(int64(4 * 3 * size))
@@ -32,7 +35,7 @@ func BenchmarkAlltoallv(b *testing.B) {
 							wg.Add(1)
 							go func(r int, c *Comm) {
 								defer wg.Done()
-								if _, err := c.AlltoallvWith(ctx, sends[r], AlltoallvOptions{Algorithm: algo}); err != nil {
+								if _, err := c.AlltoallvWith(ctx, sends[r], AlltoallvOptions{Algorithm: algo, Recv: recvs[r]}); err != nil {
 									b.Error(err)
 								}
 							}(r, c)

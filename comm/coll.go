@@ -74,7 +74,11 @@ func (k *coll) send(dst int, data []byte) error {
 // background as soon as the receiver grants it, so that the caller can
 // receive meanwhile. It returns a function that waits for the send.
 func (k *coll) isend(dst int, data []byte) (func() error, error) {
-	p, err := k.c.startSend(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data)
+	return k.isendMode(dst, data, false)
+}
+
+func (k *coll) isendMode(dst int, data []byte, forceEager bool) (func() error, error) {
+	p, err := k.c.startSendMode(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data, forceEager)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +101,12 @@ func (k *coll) recv(src int) ([]byte, error) {
 	return k.finish(r)
 }
 
-func (k *coll) finish(r *recvReq) ([]byte, error) {
-	data, m, err := k.c.finishRecv(k.ctx, collCtx(k.c.id), r, nil, k.c)
+func (k *coll) finish(r *recvReq) ([]byte, error) { return k.finishInto(r, nil) }
+
+// finishInto completes a collective receive into buf when it is large
+// enough (a new slice otherwise).
+func (k *coll) finishInto(r *recvReq, buf []byte) ([]byte, error) {
+	data, m, err := k.c.finishRecv(k.ctx, collCtx(k.c.id), r, buf, false, k.c)
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +368,13 @@ func (c *Comm) allgather(ctx context.Context, data []byte, equal bool) ([][]byte
 // exchangeSmall gives every rank every rank's (small) data in one round of
 // direct messages: used inside collectives for counts and keys.
 func (k *coll) exchangeSmall(data []byte) ([][]byte, error) {
+	return k.exchange(data, func(int) []byte { return data })
+}
+
+// exchange sends msg(r) to every other rank r and receives one message from
+// each, in one round of direct messages; own is this rank's entry. The
+// messages go eagerly whatever their size: callers keep them small.
+func (k *coll) exchange(own []byte, msg func(r int) []byte) ([][]byte, error) {
 	c := k.c
 	n := c.Size()
 	out := make([][]byte, n)
@@ -374,13 +389,13 @@ func (k *coll) exchangeSmall(data []byte) ([][]byte, error) {
 		if r == c.rank {
 			continue
 		}
-		done, err := k.isend(r, data)
+		done, err := k.isendMode(r, msg(r), true)
 		if err != nil {
 			return nil, err
 		}
 		dones = append(dones, done)
 	}
-	out[c.rank] = data
+	out[c.rank] = own
 	for r := 0; r < n; r++ {
 		if r == c.rank {
 			continue

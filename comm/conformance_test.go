@@ -166,3 +166,34 @@ func runCollectives(t *testing.T, comms []*Comm, m int) {
 		return c.Barrier(ctx)
 	})
 }
+
+func TestAlltoallvRecvBuffers(t *testing.T) {
+	comms := startWorld(t, 3, "mem", func(c *Config) { c.EagerLimit = 1000 })
+	ctx := context.Background()
+	for _, algo := range []collective.Algorithm{collective.OpenShop, Naive} {
+		onAll(t, comms, func(c *Comm) error {
+			me := c.Rank()
+			send := make([][]byte, 3)
+			bufs := make([][]byte, 3)
+			for j := range send {
+				send[j] = pattern(me, j, 9, 500*(j+1)*(me+1))
+				bufs[j] = make([]byte, 1500) // large enough for some sources only
+			}
+			recv, err := c.AlltoallvWith(ctx, send, AlltoallvOptions{Algorithm: algo, Recv: bufs})
+			if err != nil {
+				return err
+			}
+			for i := range recv {
+				want := pattern(i, me, 9, 500*(me+1)*(i+1))
+				if !bytes.Equal(recv[i], want) {
+					return fmt.Errorf("%s: data from %d wrong", algo, i)
+				}
+				aliased := len(want) > 0 && &recv[i][0] == &bufs[i][0]
+				if aliased != (len(want) > 0 && len(want) <= 1500) {
+					return fmt.Errorf("%s: buffer from %d (%d bytes) aliased=%v", algo, i, len(want), aliased)
+				}
+			}
+			return nil
+		})
+	}
+}

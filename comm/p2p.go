@@ -40,6 +40,12 @@ type pending struct {
 // eager, a rendezvous request otherwise. The order of envelopes is the
 // order in which messages match receives.
 func (c *Comm) startSend(ctx context.Context, dst int, ctxID uint32, tag int32, flags uint16, data []byte) (*pending, error) {
+	return c.startSendMode(ctx, dst, ctxID, tag, flags, data, false)
+}
+
+// startSendMode is startSend; forceEager sends the message eagerly whatever
+// its size (the caller bounds it).
+func (c *Comm) startSendMode(ctx context.Context, dst int, ctxID uint32, tag int32, flags uint16, data []byte, forceEager bool) (*pending, error) {
 	w := c.w
 	g := c.group[dst]
 	if g == w.rank {
@@ -48,7 +54,7 @@ func (c *Comm) startSend(ctx context.Context, dst int, ctxID uint32, tag int32, 
 		w.deliver(ctxID, &inMsg{src: g, tag: tag, flags: flags, data: cp})
 		return &pending{}, nil
 	}
-	if lim := w.cfg.EagerLimit; lim < 0 || len(data) <= lim {
+	if lim := w.cfg.EagerLimit; forceEager || lim < 0 || len(data) <= lim {
 		return &pending{}, w.sendMsg(ctx, g, transport.Header{Type: transport.MsgEager, Comm: ctxID, Tag: tag, Flags: flags}, data)
 	}
 	if int64(len(data)) > c.maxMessage() {
@@ -101,10 +107,11 @@ func (c *Comm) postRecv(ctxID uint32, src int, tag int32) *recvReq {
 }
 
 // finishRecv waits for a posted receive and completes a rendezvous. With
-// buf != nil the payload goes into buf (ErrTruncated if it does not fit);
-// otherwise into a new slice. It returns the payload and the matched
-// message.
-func (c *Comm) finishRecv(ctx context.Context, ctxID uint32, r *recvReq, buf []byte, watch *Comm) ([]byte, *inMsg, error) {
+// buf != nil the payload goes into buf; if it does not fit, strict reports
+// ErrTruncated (with what fitted) and !strict uses a new slice instead.
+// Without buf the payload goes into a new slice. It returns the payload and
+// the matched message.
+func (c *Comm) finishRecv(ctx context.Context, ctxID uint32, r *recvReq, buf []byte, strict bool, watch *Comm) ([]byte, *inMsg, error) {
 	w := c.w
 	peer := r.src
 	if peer == anySource {
@@ -118,6 +125,12 @@ func (c *Comm) finishRecv(ctx context.Context, ctxID uint32, r *recvReq, buf []b
 		return nil, nil, r.err
 	}
 	m := r.msg
+	if buf != nil && !strict && int64(cap(buf)) < int64(msgLen(m)) {
+		buf = nil
+	}
+	if buf != nil && !strict {
+		buf = buf[:cap(buf)]
+	}
 	if !m.rndv {
 		if buf != nil {
 			if len(m.data) > len(buf) {
@@ -238,7 +251,7 @@ func (c *Comm) recv(ctx context.Context, src, tag int, buf []byte) ([]byte, Stat
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	r := c.postRecv(p2pCtx(c.id), src, userTag(tag))
-	data, m, err := c.finishRecv(ctx, p2pCtx(c.id), r, buf, nil)
+	data, m, err := c.finishRecv(ctx, p2pCtx(c.id), r, buf, true, nil)
 	return data, c.status(m, len(data)), opErr("recv", err)
 }
 
@@ -345,7 +358,7 @@ func (c *Comm) Irecv(ctx context.Context, src, tag int) *Request {
 		defer close(r.done)
 		ctx, cancel := c.withTimeout(ctx)
 		defer cancel()
-		data, m, err := c.finishRecv(ctx, p2pCtx(c.id), rr, nil, nil)
+		data, m, err := c.finishRecv(ctx, p2pCtx(c.id), rr, nil, true, nil)
 		r.data, r.st, r.err = data, c.status(m, len(data)), opErr("irecv", err)
 	}()
 	return r
