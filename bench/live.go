@@ -164,11 +164,6 @@ Flags:
 		fmt.Fprintln(stderr, "hetbench live: -n must be at least 1")
 		return ExitUsage
 	}
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitError
-	}
 	tmp, err := os.MkdirTemp("", "hetbench-live-")
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
@@ -183,13 +178,9 @@ Flags:
 		abs, _ := filepath.Abs(*model)
 		env = append(env, comm.EnvModel+"="+abs)
 	}
-	spec := launch.Spec{N: *n, Program: self, Args: rankArgs, Rsh: *rsh, Transport: *transport, Env: env, Stdout: stdout, Stderr: stderr, NoPrefix: true}
-	if *hosts != "" {
-		spec.Hosts = strings.Split(*hosts, ",")
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := launch.Run(ctx, spec); err != nil {
+	if err := launchSelf(ctx, *n, *transport, *hosts, *rsh, env, rankArgs, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
 		return ExitError
 	}
@@ -223,6 +214,21 @@ Flags:
 		}
 	}
 	return ExitOK
+}
+
+// launchSelf starts n ranks of this executable with args, locally or on
+// hosts through rsh, with hetrun's launcher; rank 0's output is the
+// report.
+func launchSelf(ctx context.Context, n int, transport, hosts, rsh string, env, args []string, stdout, stderr io.Writer) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	spec := launch.Spec{N: n, Program: self, Args: args, Rsh: rsh, Transport: transport, Env: env, Stdout: stdout, Stderr: stderr, NoPrefix: true}
+	if hosts != "" {
+		spec.Hosts = strings.Split(hosts, ",")
+	}
+	return launch.Run(ctx, spec)
 }
 
 func readRecords(path string) ([]LiveRecord, error) {

@@ -174,7 +174,7 @@ func hashString(s string) uint32 {
 
 // model returns the cost model of this communicator's ranks.
 func (c *Comm) model() *collective.Model {
-	m := c.w.model
+	m := c.w.model.Load()
 	n := c.Size()
 	if m == nil {
 		return collective.NewUniformModel(n, 50e-6, 1e9)
@@ -212,7 +212,7 @@ func (c *Comm) model() *collective.Model {
 // planFor plans a size matrix, reusing the last plan when the sizes and
 // the algorithm repeat (iterative programs exchange the same sizes).
 func (c *Comm) planFor(bytes [][]int64, algo collective.Algorithm) (*collective.Plan, error) {
-	key := planKey(bytes, algo)
+	key := c.planCacheKey(bytes, algo)
 	c.planMu.Lock()
 	defer c.planMu.Unlock()
 	if c.plan != nil && c.planKey == key {
@@ -229,9 +229,10 @@ func (c *Comm) planFor(bytes [][]int64, algo collective.Algorithm) (*collective.
 	return p, nil
 }
 
-func planKey(bytes [][]int64, algo collective.Algorithm) string {
-	b := make([]byte, 0, 8*len(bytes)*len(bytes)+len(algo))
+func (c *Comm) planCacheKey(bytes [][]int64, algo collective.Algorithm) string {
+	b := make([]byte, 0, 8*len(bytes)*len(bytes)+len(algo)+8)
 	b = append(b, algo...)
+	b = append(b, putInt64s([]int64{int64(c.w.modelGen.Load())})...)
 	for _, row := range bytes {
 		b = append(b, putInt64s(row)...)
 	}

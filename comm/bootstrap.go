@@ -27,6 +27,7 @@ const (
 	EnvHost       = "HETCOMM_HOST"        // address other ranks use to reach this one (optional)
 	EnvRails      = "HETCOMM_RAILS"       // comma-separated local addresses, one per rail (optional)
 	EnvModel      = "HETCOMM_MODEL"       // cost-model JSON file (optional)
+	EnvProbe      = "HETCOMM_PROBE"       // link probing at start-up: full, cached (default) or off
 )
 
 // Launcher names the launcher a Bootstrap was derived from.
@@ -70,6 +71,9 @@ type Bootstrap struct {
 	Rails []string
 	// Model is a cost-model JSON file to use instead of probing; optional.
 	Model string
+	// Probe is the probing mode at start-up: "full", "cached" or "off";
+	// "" means cached (or off when Model is set).
+	Probe string
 	// Launcher says where the values came from.
 	Launcher Launcher
 }
@@ -251,6 +255,7 @@ func BootstrapFromEnv(getenv func(string) string) (*Bootstrap, error) {
 		}
 	}
 	b.Model = getenv(EnvModel)
+	b.Probe = strings.ToLower(strings.TrimSpace(getenv(EnvProbe)))
 	if s := getenv(EnvSecret); s != "" {
 		b.Secret = []byte(s)
 	} else if f := getenv(EnvSecretFile); f != "" {
@@ -276,6 +281,11 @@ func (b *Bootstrap) Validate() error {
 		return &BootstrapError{Var: EnvRank, Msg: fmt.Sprintf("rank %d out of range [0,%d)", b.Rank, b.Size)}
 	case b.Timeout <= 0:
 		return &BootstrapError{Var: EnvTimeout, Msg: fmt.Sprintf("%v: must be positive", b.Timeout)}
+	}
+	switch b.Probe {
+	case "", "full", "cached", "off":
+	default:
+		return &BootstrapError{Var: EnvProbe, Msg: fmt.Sprintf("unknown probing mode %q (want full, cached or off)", b.Probe)}
 	}
 	switch b.Transport {
 	case "tcp", "quic", "udp", "tls", "mem":
@@ -317,6 +327,9 @@ func (b *Bootstrap) Env() []string {
 	}
 	if b.Model != "" {
 		env = append(env, EnvModel+"="+b.Model)
+	}
+	if b.Probe != "" {
+		env = append(env, EnvProbe+"="+b.Probe)
 	}
 	return env
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/netprobe"
 )
 
 // Comm is a communicator: a group of ranks that exchange messages and run
@@ -51,7 +52,7 @@ func (w *world) newComm(id uint32, group []int, myWorldRank int) *Comm {
 	w.comms[c] = struct{}{}
 	var dead *RankError
 	for _, g := range group {
-		if w.failed[g] != nil && dead == nil {
+		if w.failed[g] != nil && !w.graceful[g] && dead == nil {
 			dead = &RankError{Rank: g, Err: w.failed[g]}
 		}
 	}
@@ -71,9 +72,30 @@ func (c *Comm) Size() int { return len(c.group) }
 // WorldRank returns the world rank of communicator rank r.
 func (c *Comm) WorldRank(r int) int { return c.group[r] }
 
-// Model returns the cost model collectives are planned with (nil until
-// one is known: a uniform model is then used).
-func (c *Comm) Model() *collective.Model { return c.w.model }
+// Model returns the world's cost model (probed, cached, from a file or
+// given in Config), or nil when there is none and planning uses a uniform
+// model.
+func (c *Comm) Model() *collective.Model { return c.w.model.Load() }
+
+// ProbeResult returns what the start-up probe (or Reprobe) measured, with
+// clock offsets and the schedule of probes; nil if no probe ran and no
+// cached model was used.
+func (c *Comm) ProbeResult() *netprobe.Result { return c.w.probed.Load() }
+
+// Reprobe measures every link again and installs the new model on every
+// rank (the next plans use it). It is collective over the world.
+func (c *Comm) Reprobe(ctx context.Context) error {
+	if c.id != worldCommID {
+		return &ArgError{Op: "Reprobe", Arg: "communicator", Msg: "Reprobe is collective over the world communicator"}
+	}
+	if err := c.check("Reprobe"); err != nil {
+		return err
+	}
+	if c.Size() == 1 {
+		return nil
+	}
+	return opErr("Reprobe", c.w.probe(ctx, netprobe.ModeFull))
+}
 
 func (c *Comm) hasWorldRank(g int) bool {
 	_, ok := c.index[g]

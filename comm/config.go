@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
@@ -37,9 +38,16 @@ type Config struct {
 	// every message is eager.
 	EagerLimit int
 	// Model is the cost model collectives are planned with. nil means the
-	// file named by Bootstrap.Model, or else a uniform model (until link
-	// probing provides one).
+	// file named by Bootstrap.Model, or else the probed model (see Probe),
+	// or else, with probing off, a uniform model.
 	Model *collective.Model
+	// Probe is the probing mode at start-up (netprobe.ModeFull, ModeCached,
+	// ModeOff). "" means Bootstrap.Probe, and then ModeCached.
+	Probe netprobe.Mode
+	// ProbeConfig tunes the probe; the zero value is netprobe's defaults.
+	ProbeConfig netprobe.Config
+	// CacheDir holds cached models. "" means netprobe.DefaultCacheDir().
+	CacheDir string
 
 	// Heartbeat is the interval of liveness probes on idle links. 0 means
 	// 1 s; negative disables heartbeats and silence detection.

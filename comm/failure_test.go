@@ -284,3 +284,19 @@ func TestNonBlockingAndProbe(t *testing.T) {
 		return nil
 	})
 }
+
+// A communicator made after a peer left with a goodbye is not broken; one
+// made after a peer failed is.
+func TestNewCommAfterPeerLeft(t *testing.T) {
+	comms := startWorld(t, 3, "mem", nil)
+	w := comms[0].w
+	w.markClosed(1)
+	c := w.newComm(99, []int{0, 1, 2}, 0)
+	require.NoError(t, c.brokenErr())
+	w.markFailed(2, &failure{msg: "test"}, false)
+	d := w.newComm(98, []int{0, 1, 2}, 0)
+	require.ErrorIs(t, d.brokenErr(), ErrRankFailed)
+	var re *RankError
+	require.True(t, errors.As(d.brokenErr(), &re))
+	require.Equal(t, 2, re.Rank)
+}

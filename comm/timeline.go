@@ -58,20 +58,36 @@ func (c *Comm) Timeline(ctx context.Context) (predicted, measured *collective.Pl
 	sendEv := map[key]event{}
 	recvEv := map[key]event{}
 	t0 := int64(-1)
+	var offs []float64
+	if p := c.w.offsets.Load(); p != nil {
+		offs = *p
+	}
 	for r, b := range parts {
 		v := getInt64s(b)
 		if len(v) < 3 {
 			return nil, nil, &OpError{Op: "Timeline", Err: fmt.Errorf("rank %d recorded no Alltoallv", r)}
 		}
+		if ns, nr := v[1], v[2]; ns < 0 || nr < 0 || int64(len(v)) != 3+4*(ns+nr) {
+			return nil, nil, &OpError{Op: "Timeline", Err: fmt.Errorf("%w: rank %d sent a malformed timeline", ErrProtocol, r)}
+		}
+		var shift int64 // nanoseconds from rank r's clock to rank 0's
+		if g := c.group[r]; offs != nil && g < len(offs) {
+			shift = int64(offs[g] * 1e9)
+		}
+		v[0] += shift
+		for i := 3; i < len(v); i += 4 {
+			v[i+2] += shift
+			v[i+3] += shift
+		}
 		if t0 < 0 || v[0] < t0 {
 			t0 = v[0]
 		}
 		ns, nr := int(v[1]), int(v[2])
-		if len(v) != 3+4*(ns+nr) {
-			return nil, nil, &OpError{Op: "Timeline", Err: fmt.Errorf("%w: rank %d sent a malformed timeline", ErrProtocol, r)}
-		}
 		for i := 0; i < ns+nr; i++ {
 			f := v[3+4*i:]
+			if f[0] < 0 || f[0] >= int64(n) {
+				return nil, nil, &OpError{Op: "Timeline", Err: fmt.Errorf("%w: rank %d recorded a message with rank %d", ErrProtocol, r, f[0])}
+			}
 			e := event{peer: int(f[0]), bytes: f[1], start: time.Unix(0, f[2]), end: time.Unix(0, f[3])}
 			if i < ns {
 				sendEv[key{r, e.peer}] = e

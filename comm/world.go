@@ -19,6 +19,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
@@ -94,7 +95,12 @@ type world struct {
 	cfg        Config
 	job        uint64
 	log        *slog.Logger
-	model      *collective.Model
+	model      atomic.Pointer[collective.Model]
+	modelGen   atomic.Uint64 // bumped when the model changes (plans are redone)
+	offsets    atomic.Pointer[[]float64]
+	probed     atomic.Pointer[netprobe.Result]
+	dir        *directory
+	kind       transport.Kind
 
 	links     []transport.Link // by peer world rank; nil for self
 	listeners []transport.Listener
@@ -103,6 +109,7 @@ type world struct {
 	queues    map[uint32]*mqueue
 	slots     map[slotKey]*slot
 	failed    []error         // by peer: why it failed, nil while alive
+	graceful  []bool          // by peer: it left with a goodbye (not a failure)
 	failCh    []chan struct{} // by peer: closed when it failed
 	closeRecv []bool          // by peer: it sent MsgClose
 	comms     map[*Comm]struct{}
@@ -136,6 +143,7 @@ func newWorld(boot *Bootstrap, cfg Config) *world {
 		queues:    map[uint32]*mqueue{},
 		slots:     map[slotKey]*slot{},
 		failed:    make([]error, n),
+		graceful:  make([]bool, n),
 		failCh:    make([]chan struct{}, n),
 		closeRecv: make([]bool, n),
 		comms:     map[*Comm]struct{}{},
@@ -192,15 +200,27 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 		}
 	}
 	w := newWorld(boot, c)
-	if c.Model != nil {
-		w.model = c.Model
-	} else if boot.Model != "" {
-		if w.model, err = LoadModel(boot.Model); err != nil {
+	model := c.Model
+	if model == nil && boot.Model != "" {
+		if model, err = LoadModel(boot.Model); err != nil {
 			return nil, err
 		}
 	}
-	if w.model != nil && w.model.Size() != boot.Size {
-		return nil, fmt.Errorf("comm: init: the cost model describes %d ranks, the world has %d", w.model.Size(), boot.Size)
+	if model != nil && model.Size() != boot.Size {
+		return nil, fmt.Errorf("comm: init: the cost model describes %d ranks, the world has %d", model.Size(), boot.Size)
+	}
+	if model != nil {
+		w.setModel(model, nil)
+	}
+	mode := c.Probe
+	if mode == "" {
+		mode = netprobe.Mode(boot.Probe)
+	}
+	if mode == "" {
+		mode = netprobe.ModeCached
+	}
+	if _, err := netprobe.ParseMode(string(mode)); err != nil {
+		return nil, fmt.Errorf("comm: config: %w", err)
 	}
 	if boot.Size > 1 {
 		if err := w.connect(ctx); err != nil {
@@ -208,8 +228,90 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 			return nil, err
 		}
 		w.start()
+		if model == nil && mode != netprobe.ModeOff {
+			pctx, cancel := context.WithTimeout(ctx, w.boot.Timeout)
+			err := w.probe(pctx, mode)
+			cancel()
+			if err != nil {
+				w.shutdown()
+				return nil, fmt.Errorf("comm: init: probing the links: %w", err)
+			}
+		}
 	}
 	return w.newComm(worldCommID, identity(boot.Size), boot.Rank), nil
+}
+
+// probeCommID is the private communicator the probe runs on.
+const probeCommID = 0
+
+// probe runs the netprobe directory (cached or full) and installs its
+// model and clock offsets.
+func (w *world) probe(ctx context.Context, mode netprobe.Mode) error {
+	pc := w.newComm(probeCommID, identity(w.size), w.rank)
+	defer pc.Close()
+	dir := w.cfg.CacheDir
+	if dir == "" {
+		dir = netprobe.DefaultCacheDir()
+	}
+	res, err := netprobe.Directory(ctx, probePort{pc}, mode, w.cfg.ProbeConfig, dir, w.probeKey(), func(msg string) {
+		w.log.Warn("comm: " + msg)
+	})
+	if err != nil {
+		return err
+	}
+	w.setModel(res.Model, res.Offsets)
+	w.probed.Store(res)
+	return nil
+}
+
+// probeKey names this world's network for the model cache.
+func (w *world) probeKey() netprobe.Key {
+	k := netprobe.Key{Transport: w.kind.String(), Hosts: make([]string, w.size), Rails: make([][]string, w.size)}
+	if w.dir == nil {
+		return k
+	}
+	for r, h := range w.dir.Peers {
+		k.Hosts[r] = h.Host
+		for _, a := range h.Addrs {
+			k.Rails[r] = append(k.Rails[r], hostOf(a))
+		}
+	}
+	return k
+}
+
+// setModel installs a new cost model (and clock offsets, if known); plans
+// made with the old one are dropped.
+func (w *world) setModel(m *collective.Model, offsets []float64) {
+	w.model.Store(m)
+	if offsets != nil {
+		w.offsets.Store(&offsets)
+	}
+	w.modelGen.Add(1)
+}
+
+// probePort lets netprobe talk through a communicator.
+type probePort struct{ c *Comm }
+
+func (p probePort) Rank() int { return p.c.Rank() }
+func (p probePort) Size() int { return p.c.Size() }
+
+// Send sends eagerly whatever the size, so that every probe message
+// crosses the wire the same way (a rendezvous would add a round trip to
+// the large ones only and bend the fitted line).
+func (p probePort) Send(ctx context.Context, peer, tag int, data []byte) error {
+	_, err := p.c.startSendMode(ctx, peer, p2pCtx(p.c.id), int32(tag), 0, data, true)
+	return err
+}
+func (p probePort) Recv(ctx context.Context, peer, tag int) ([]byte, error) {
+	b, _, err := p.c.Recv(ctx, peer, tag)
+	return b, err
+}
+func (p probePort) Barrier(ctx context.Context) error { return p.c.Barrier(ctx) }
+func (p probePort) Gather(ctx context.Context, root int, data []byte) ([][]byte, error) {
+	return p.c.Gatherv(ctx, root, data)
+}
+func (p probePort) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
+	return p.c.Bcast(ctx, root, data)
 }
 
 // LoadModel reads a cost-model JSON file (the format of `hetbench probe
@@ -343,6 +445,7 @@ func (w *world) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.dir, w.kind = dir, kind
 	return w.mesh(ctx, netw, tcfg, dir)
 }
 
@@ -812,6 +915,7 @@ func (w *world) markGone(peer int, why error, notify, graceful bool) {
 		return
 	}
 	w.failed[peer] = why
+	w.graceful[peer] = graceful
 	close(w.failCh[peer])
 	rerr := &RankError{Op: "", Rank: peer, Err: why}
 	for ctxID, q := range w.queues {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
@@ -48,6 +49,7 @@ func startWorld(t testing.TB, n int, transportName string, tweak func(*Config)) 
 			cfg := &Config{
 				Bootstrap: &Bootstrap{Rank: r, Size: n, Coord: coord, Secret: []byte(testSecret), Job: job, Transport: transportName, Timeout: 20 * time.Second},
 				Network:   netw,
+				Probe:     netprobe.ModeOff, // probe tests turn it on
 			}
 			if tweak != nil {
 				tweak(cfg)

@@ -17,11 +17,13 @@ var commands = []struct {
 	{"plan", "plan one collective from a problem JSON file", bench.PlanCommand},
 	{"sim", "reproduce a paper's simulation study", bench.SimCommand},
 	{"live", "run collectives on live ranks (and the system's MPI) and report timings", bench.LiveCommand},
+	{"probe", "measure every link of N ranks and print (or write) the cost model", bench.ProbeCommand},
 }
 
 // hidden commands, started by other commands.
 var hidden = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"live-rank": bench.LiveRankCommand,
+	"live-rank":  bench.LiveRankCommand,
+	"probe-rank": bench.ProbeRankCommand,
 }
 
 func usage(w io.Writer) {

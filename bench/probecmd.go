@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/netprobe"
+)
+
+// ModelFile is what `hetbench probe -out` writes: the model's fields
+// (latency and bandwidth, row = sender, as in hetbench plan's alltoall
+// input; send and receive overheads as in its multicast input) plus the
+// clock offsets and how long the probe took.
+type ModelFile struct {
+	Ranks int `json:"ranks"`
+	*collective.Model
+	Offsets []float64 `json:"offsets"`
+	Hosts   []string  `json:"hosts,omitempty"`
+	Seconds float64   `json:"probe_seconds"`
+}
+
+// ProbeCommand implements `hetbench probe`.
+func ProbeCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", 4, "number of ranks")
+	transport := fs.String("transport", "tcp", "transport: tcp, quic, udp or tls")
+	hosts := fs.String("hosts", "", "comma-separated hosts for the ranks (default: all local)")
+	rsh := fs.String("rsh", "ssh", "agent for --hosts, called as AGENT HOST COMMAND")
+	out := fs.String("out", "", "write the model JSON here")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `usage: hetbench probe [flags]
+
+Starts N ranks, probes every ordered pair of ranks (round-robin tournament,
+a size sweep per direction fitted to T + m/B) and prints the latency and
+bandwidth matrices and each rank's send and receive overheads. -out writes
+the model, which hetbench plan, hetbench live -model and HETCOMM_MODEL read.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if *n < 2 {
+		fmt.Fprintln(stderr, "hetbench probe: needs at least 2 ranks")
+		return ExitUsage
+	}
+	outAbs := ""
+	if *out != "" {
+		outAbs, _ = filepath.Abs(*out)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := launchSelf(ctx, *n, *transport, *hosts, *rsh, []string{comm.EnvProbe + "=full"}, []string{"probe-rank", "-out", outAbs}, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "hetbench probe:", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+// ProbeRankCommand is the rank side of `hetbench probe` (hidden
+// subcommand probe-rank).
+func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("probe-rank", flag.ContinueOnError)
+	out := fs.String("out", "", "")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	start := time.Now()
+	c, err := comm.Init(context.Background(), nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "hetbench probe:", err)
+		return ExitError
+	}
+	defer c.Close()
+	res := c.ProbeResult()
+	hostname, _ := os.Hostname()
+	hosts, err := c.Gatherv(context.Background(), 0, []byte(hostname))
+	if err != nil {
+		fmt.Fprintln(stderr, "hetbench probe:", err)
+		return ExitError
+	}
+	if c.Rank() != 0 {
+		return ExitOK
+	}
+	if res == nil {
+		fmt.Fprintln(stderr, "hetbench probe: no probe result")
+		return ExitError
+	}
+	fmt.Fprintf(stdout, "# probe of %d ranks: %.3f s (start-up included: %.3f s)\n", c.Size(), res.Seconds, time.Since(start).Seconds())
+	PrintModel(stdout, res)
+	if *out != "" {
+		mf := ModelFile{Ranks: c.Size(), Model: res.Model, Offsets: res.Offsets, Seconds: res.Seconds}
+		for _, h := range hosts {
+			mf.Hosts = append(mf.Hosts, string(h))
+		}
+		b, _ := json.MarshalIndent(mf, "", "  ")
+		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(stderr, "hetbench probe:", err)
+			return ExitError
+		}
+		fmt.Fprintf(stdout, "# model written to %s\n", *out)
+	}
+	return ExitOK
+}
+
+// PrintModel prints a probed model as tables.
+func PrintModel(w io.Writer, res *netprobe.Result) {
+	m := res.Model
+	n := m.Size()
+	matrix := func(title string, a [][]float64, scale float64, format string) {
+		fmt.Fprintf(w, "\n# %s (row = sender)\n%8s", title, "")
+		for j := 0; j < n; j++ {
+			fmt.Fprintf(w, " %9s", fmt.Sprintf("to %d", j))
+		}
+		fmt.Fprintln(w)
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(w, "%8s", fmt.Sprintf("from %d", i))
+			for j := 0; j < n; j++ {
+				if i == j {
+					fmt.Fprintf(w, " %9s", "-")
+				} else {
+					fmt.Fprintf(w, " "+format, a[i][j]*scale)
+				}
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	matrix("latency, microseconds", m.Latency, 1e6, "%9.1f")
+	matrix("bandwidth, MB/s", m.Bandwidth, 1e-6, "%9.2f")
+	fmt.Fprintf(w, "\n# overheads per rank: send = Sc + Sm*m, receive = Rc + Rm*m; clock offset to rank 0\n")
+	fmt.Fprintf(w, "%6s %12s %12s %12s %12s %12s\n", "rank", "Sc(us)", "Sm(ns/B)", "Rc(us)", "Rm(ns/B)", "offset(us)")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(w, "%6d %12.2f %12.4f %12.2f %12.4f %12.1f\n", i, m.SendOverhead[i].Const*1e6, m.SendOverhead[i].PerByte*1e9,
+			m.RecvOverhead[i].Const*1e6, m.RecvOverhead[i].PerByte*1e9, res.Offsets[i]*1e6)
+	}
+}

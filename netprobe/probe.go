@@ -1,0 +1,448 @@
+package netprobe
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// Port is how the probe exchanges messages with the other ranks. comm
+// implements it on a context of its own, so probes cross the same stack as
+// the collectives they will plan (the paper's application-level costs).
+type Port interface {
+	Rank() int
+	Size() int
+	// Send sends data to peer with a tag; Recv receives the next message
+	// from peer with that tag.
+	Send(ctx context.Context, peer, tag int, data []byte) error
+	Recv(ctx context.Context, peer, tag int) ([]byte, error)
+	Barrier(ctx context.Context) error
+	Gather(ctx context.Context, root int, data []byte) ([][]byte, error)
+	Bcast(ctx context.Context, root int, data []byte) ([]byte, error)
+}
+
+// Config tunes the probe. Zero fields take the documented defaults.
+type Config struct {
+	// Reps is the number of repetitions per size; the fastest counts.
+	// 0 means 3.
+	Reps int
+	// PingReps is the number of tiny round trips for the latency and the
+	// clock offset. 0 means 10.
+	PingReps int
+	// MinBytes is the first size of a sweep. 0 means 8.
+	MinBytes int64
+	// MaxBytes caps a sweep. 0 means 16 MiB.
+	MaxBytes int64
+	// MinLargest is the size every sweep reaches at least (unless the
+	// budget stops it), so the bandwidth is measured on transfers much
+	// larger than any token-bucket burst or TCP's initial window. 0 means
+	// 256 KiB.
+	MinLargest int64
+	// Dominance: a sweep stops once a transfer takes this many times the
+	// smallest message's time. 0 means 8.
+	Dominance float64
+	// Budget bounds the predicted time of one transfer. 0 means 300 ms.
+	Budget time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Reps <= 0 {
+		c.Reps = 3
+	}
+	if c.PingReps <= 0 {
+		c.PingReps = 10
+	}
+	if c.MinBytes <= 0 {
+		c.MinBytes = 8
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = 16 << 20
+	}
+	if c.MinLargest <= 0 {
+		c.MinLargest = 256 << 10
+	}
+	if c.MinLargest > c.MaxBytes {
+		c.MinLargest = c.MaxBytes
+	}
+	if c.Dominance <= 0 {
+		c.Dominance = 8
+	}
+	if c.Budget <= 0 {
+		c.Budget = 300 * time.Millisecond
+	}
+	return c
+}
+
+// Result is the directory every rank ends up with.
+type Result struct {
+	// Model holds, for every ordered pair, the start-up time and rate, and
+	// every rank's send and receive overheads.
+	Model *collective.Model `json:"model"`
+	// Offsets[r] is added to rank r's clock to read rank 0's (seconds).
+	Offsets []float64 `json:"offsets"`
+	// Seconds is how long the probe took (0 for a cached result).
+	Seconds float64 `json:"seconds"`
+	// Pairs records every probe: who, which round, when (rank 0's clock).
+	Pairs []PairRecord `json:"pairs,omitempty"`
+}
+
+// PairRecord is one probe of the tournament as one of its two ranks
+// (Rank) saw it: every rank records every probe it takes part in, on its
+// own clock, so "no rank is in two probes at once" can be checked without
+// comparing clocks.
+type PairRecord struct {
+	Rank       int // who recorded it: A or B
+	A, B       int
+	Round      int
+	Start, End float64 // seconds on Rank's clock, from the start of the probe
+}
+
+// Probe tags (within the probe's own context).
+const (
+	tagData = 1
+	tagAck  = 2
+	tagPing = 4
+	tagPong = 5
+)
+
+// row is what one rank measured: its links as a sender, its overheads, its
+// clock offset and the probes it led.
+type row struct {
+	Rank      int                 `json:"rank"`
+	Latency   []float64           `json:"latency"`
+	Bandwidth []float64           `json:"bandwidth"`
+	Send      collective.Overhead `json:"send"`
+	Recv      collective.Overhead `json:"recv"`
+	Offset    float64             `json:"offset"`
+	Pairs     []PairRecord        `json:"pairs"`
+}
+
+// Probe measures every ordered pair of ranks and assembles the model at
+// rank 0, which broadcasts it: every rank returns the same Result. Pairs
+// are probed in the rounds of a round-robin tournament with a barrier
+// between rounds, so no rank takes part in two probes at once. It is
+// collective.
+//
+// For each direction i->j, rank i sends a sweep of sizes (see Config), each
+// answered by a one-byte acknowledgement, and fits the one-way times to
+// T + m/B: B per direction from the large transfers, T as half the round
+// trip of tiny messages. Rates may differ between the directions of a
+// link and are measured as such; a difference of one-way delays is not
+// observable without a common clock, so T_ij = T_ji = RTT/2.
+func Probe(ctx context.Context, p Port, cfg Config) (*Result, error) {
+	cfg = cfg.withDefaults()
+	n, me := p.Size(), p.Rank()
+	start := time.Now()
+	r := &row{Rank: me, Latency: make([]float64, n), Bandwidth: make([]float64, n)}
+	buf := make([]byte, cfg.MaxBytes)
+	var sendS, recvS []Sample
+	if err := p.Barrier(ctx); err != nil {
+		return nil, err
+	}
+	base := time.Now()
+	for ri, round := range Tournament(n) {
+		for _, pr := range round {
+			if pr.A != me && pr.B != me {
+				continue
+			}
+			peer := pr.B
+			if pr.B == me {
+				peer = pr.A
+			}
+			t0 := time.Since(base).Seconds()
+			// The lower rank measures first, then the higher one.
+			for _, sender := range []int{pr.A, pr.B} {
+				if sender == me {
+					f, ss, err := measure(ctx, p, peer, cfg, buf)
+					if err != nil {
+						return nil, fmt.Errorf("netprobe: probing %d->%d: %w", me, peer, err)
+					}
+					r.Latency[peer], r.Bandwidth[peer] = f.Latency, f.Bandwidth
+					if math.IsInf(f.Bandwidth, 0) {
+						r.Bandwidth[peer] = 0 // too fast to see: assemble fills it in
+					}
+					sendS = append(sendS, ss...)
+				} else {
+					rs, err := echo(ctx, p, peer, buf)
+					if err != nil {
+						return nil, fmt.Errorf("netprobe: echoing %d->%d: %w", peer, me, err)
+					}
+					recvS = append(recvS, rs...)
+				}
+			}
+			// Clock offset against rank 0, measured by the other rank.
+			if pr.A == 0 || pr.B == 0 {
+				off, err := clockOffset(ctx, p, me, peer, cfg)
+				if err != nil {
+					return nil, fmt.Errorf("netprobe: clock offset with %d: %w", peer, err)
+				}
+				if me != 0 {
+					r.Offset = off
+				}
+			}
+			r.Pairs = append(r.Pairs, PairRecord{Rank: me, A: pr.A, B: pr.B, Round: ri, Start: t0, End: time.Since(base).Seconds()})
+		}
+		if err := p.Barrier(ctx); err != nil {
+			return nil, err
+		}
+	}
+	r.Send = overhead(sendS)
+	r.Recv = overhead(recvS)
+	mine, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := p.Gather(ctx, 0, mine)
+	if err != nil {
+		return nil, err
+	}
+	var dir []byte
+	if me == 0 {
+		res, err := assemble(rows, n)
+		if err != nil {
+			return nil, err
+		}
+		res.Seconds = time.Since(start).Seconds()
+		if dir, err = json.Marshal(res); err != nil {
+			return nil, err
+		}
+	}
+	if dir, err = p.Bcast(ctx, 0, dir); err != nil {
+		return nil, err
+	}
+	return DecodeResult(dir, n)
+}
+
+// DecodeResult parses and validates a directory for n ranks.
+func DecodeResult(b []byte, n int) (*Result, error) {
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("netprobe: directory: %w", err)
+	}
+	if res.Model == nil || res.Model.Size() != n || len(res.Offsets) != n {
+		return nil, fmt.Errorf("netprobe: directory is not for %d ranks", n)
+	}
+	if err := res.Model.Validate(); err != nil {
+		return nil, fmt.Errorf("netprobe: directory: %w", err)
+	}
+	return &res, nil
+}
+
+// assemble builds the model from every rank's row.
+func assemble(rows [][]byte, n int) (*Result, error) {
+	m := &collective.Model{Latency: collective.Matrix(n, 0), Bandwidth: collective.Matrix(n, 0),
+		SendOverhead: make([]collective.Overhead, n), RecvOverhead: make([]collective.Overhead, n)}
+	res := &Result{Model: m, Offsets: make([]float64, n)}
+	fastest := 0.0
+	for i, b := range rows {
+		var r row
+		if err := json.Unmarshal(b, &r); err != nil || r.Rank != i || len(r.Latency) != n || len(r.Bandwidth) != n {
+			return nil, fmt.Errorf("netprobe: rank %d sent a malformed measurement row", i)
+		}
+		copy(m.Latency[i], r.Latency)
+		copy(m.Bandwidth[i], r.Bandwidth)
+		m.SendOverhead[i], m.RecvOverhead[i] = r.Send, r.Recv
+		res.Offsets[i] = r.Offset
+		res.Pairs = append(res.Pairs, r.Pairs...)
+		for j, bw := range r.Bandwidth {
+			if j != i && !math.IsInf(bw, 0) && bw > fastest {
+				fastest = bw
+			}
+		}
+	}
+	// A link too fast for the sizes used to see its rate gets the fastest
+	// rate measured anywhere (or 10 GB/s): finite, and never slower than
+	// what was seen.
+	if fastest == 0 {
+		fastest = 10e9
+	}
+	for i := range m.Bandwidth {
+		m.Latency[i][i] = 0
+		m.Bandwidth[i][i] = 0
+		for j := range m.Bandwidth[i] {
+			if i != j && (math.IsInf(m.Bandwidth[i][j], 0) || m.Bandwidth[i][j] <= 0) {
+				m.Bandwidth[i][j] = fastest
+			}
+		}
+	}
+	sort.SliceStable(res.Pairs, func(a, b int) bool {
+		if res.Pairs[a].Rank != res.Pairs[b].Rank {
+			return res.Pairs[a].Rank < res.Pairs[b].Rank
+		}
+		return res.Pairs[a].Start < res.Pairs[b].Start
+	})
+	return res, nil
+}
+
+// measure sends a sweep of messages to peer, each answered by a one-byte
+// acknowledgement, and fits the one-way cost. It also returns the time the
+// Send calls took (the send overhead samples).
+func measure(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (Fit, []Sample, error) {
+	// Round-trip of tiny messages: the acknowledgement's one-way time is
+	// half of it.
+	rtt := math.Inf(1)
+	for i := 0; i < cfg.PingReps; i++ {
+		t0 := time.Now()
+		if err := p.Send(ctx, peer, tagData, buf[:1]); err != nil {
+			return Fit{}, nil, err
+		}
+		if _, err := p.Recv(ctx, peer, tagAck); err != nil {
+			return Fit{}, nil, err
+		}
+		rtt = math.Min(rtt, time.Since(t0).Seconds())
+	}
+	var samples, sends []Sample
+	sw := Sweep{MinBytes: cfg.MinBytes, MaxBytes: cfg.MaxBytes, Dominance: cfg.Dominance, Budget: cfg.Budget.Seconds()}
+	var largest int64
+	for {
+		m, ok := sw.Next()
+		if !ok {
+			// Make sure the rate is seen on a large enough transfer.
+			if largest >= cfg.MinLargest || largest*4 > cfg.MaxBytes || sw.lastT*4 > sw.Budget {
+				break
+			}
+			m, sw.done = largest*4, false
+			sw.last = m
+		}
+		largest = m
+		best := math.Inf(1)
+		for rep := 0; rep < cfg.Reps; rep++ {
+			t0 := time.Now()
+			if err := p.Send(ctx, peer, tagData, buf[:m]); err != nil {
+				return Fit{}, nil, err
+			}
+			t1 := time.Now()
+			if _, err := p.Recv(ctx, peer, tagAck); err != nil {
+				return Fit{}, nil, err
+			}
+			oneWay := time.Since(t0).Seconds() - rtt/2
+			samples = append(samples, Sample{m, oneWay})
+			best = math.Min(best, oneWay)
+			sends = append(sends, Sample{m, t1.Sub(t0).Seconds()})
+		}
+		sw.Observe(best)
+	}
+	// An empty data message ends the sweep (data messages are never empty).
+	if err := p.Send(ctx, peer, tagData, nil); err != nil {
+		return Fit{}, nil, err
+	}
+	f, err := fitProbe(samples, rtt/2)
+	return f, sends, err
+}
+
+// fitProbe fits the bandwidth on the large transfers only (at least 1/16
+// of the largest, where the m/B term dominates: smaller ones ride a token
+// bucket's burst or TCP's initial window, and their timing noise would
+// tilt the slope) and takes the latency from the tiny round trip.
+func fitProbe(samples []Sample, oneWaySmall float64) (Fit, error) {
+	var largest int64
+	for _, s := range samples {
+		if s.Bytes > largest {
+			largest = s.Bytes
+		}
+	}
+	var big []Sample
+	for _, s := range samples {
+		if s.Bytes*16 >= largest {
+			big = append(big, s)
+		}
+	}
+	f, err := FitLine(big)
+	if err != nil {
+		f, err = FitLine(samples)
+		if err != nil {
+			return Fit{}, err
+		}
+	}
+	f.Latency = oneWaySmall
+	return f, nil
+}
+
+// echo answers every message from peer with a one-byte acknowledgement
+// until peer says it is done. It returns receive-overhead samples: how
+// long each Recv call took once its message was there.
+func echo(ctx context.Context, p Port, peer int, buf []byte) ([]Sample, error) {
+	var samples []Sample
+	for {
+		t0 := time.Now()
+		data, err := p.Recv(ctx, peer, tagData)
+		if err != nil {
+			return nil, err
+		}
+		if len(data) == 0 { // the sweep is over
+			return samples, nil
+		}
+		samples = append(samples, Sample{int64(len(data)), time.Since(t0).Seconds()})
+		if err := p.Send(ctx, peer, tagAck, buf[:1]); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// overhead fits Const + PerByte*m to per-call times (send or receive).
+func overhead(s []Sample) collective.Overhead {
+	f, err := FitLine(s)
+	if err != nil {
+		if len(s) == 0 {
+			return collective.Overhead{}
+		}
+		best := math.Inf(1)
+		for _, x := range s {
+			best = math.Min(best, x.Seconds)
+		}
+		return collective.Overhead{Const: best}
+	}
+	o := collective.Overhead{Const: f.Latency}
+	if !math.IsInf(f.Bandwidth, 0) && f.Bandwidth > 0 {
+		o.PerByte = 1 / f.Bandwidth
+	}
+	return o
+}
+
+// clockOffset estimates rank 0's clock minus the other rank's with the
+// round trip of least delay (Cristian's method). Rank 0 answers; the other
+// rank measures.
+func clockOffset(ctx context.Context, p Port, me, peer int, cfg Config) (float64, error) {
+	var b [8]byte
+	if me == 0 {
+		for i := 0; i < cfg.PingReps; i++ {
+			if _, err := p.Recv(ctx, peer, tagPing); err != nil {
+				return 0, err
+			}
+			binary.LittleEndian.PutUint64(b[:], uint64(time.Now().UnixNano()))
+			if err := p.Send(ctx, peer, tagPong, b[:]); err != nil {
+				return 0, err
+			}
+		}
+		return 0, nil
+	}
+	bestRTT, offset := math.Inf(1), 0.0
+	for i := 0; i < cfg.PingReps; i++ {
+		t1 := time.Now()
+		if err := p.Send(ctx, peer, tagPing, b[:1]); err != nil {
+			return 0, err
+		}
+		reply, err := p.Recv(ctx, peer, tagPong)
+		if err != nil {
+			return 0, err
+		}
+		t3 := time.Now()
+		if len(reply) != 8 {
+			return 0, errors.New("malformed clock reply")
+		}
+		t2 := float64(int64(binary.LittleEndian.Uint64(reply))) / 1e9
+		rtt := t3.Sub(t1).Seconds()
+		if rtt < bestRTT {
+			mid := float64(t1.UnixNano())/1e9 + rtt/2
+			bestRTT, offset = rtt, t2-mid
+		}
+	}
+	return offset, nil
+}

@@ -1,0 +1,202 @@
+package netprobe_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/netprobe"
+	"github.com/hetcomm/hetcomm/transport"
+)
+
+// probeCfg makes every sweep reach 512 KiB: at the test's slowest rate
+// (5 MB/s) that is 100 ms, long enough that the emulated links' timer
+// jitter on a busy machine (a few ms) stays within a few percent.
+var probeCfg = netprobe.Config{MinLargest: 512 << 10}
+
+// shapedWorld starts n ranks over a mem network whose directed links have
+// the given rates (bytes/s) and one-way delays, and probes it.
+func shapedWorld(t *testing.T, n int, rate func(i, j int) float64, delay func(i, j int) time.Duration, mode netprobe.Mode, cacheDir string) []*comm.Comm {
+	t.Helper()
+	netw := transport.NewMemNetwork(7)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j {
+				require.NoError(t, netw.SetShape(i, j, transport.ShapeConfig{Rate: rate(i, j), Delay: delay(i, j)}))
+			}
+		}
+	}
+	comms := make([]*comm.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			comms[r], errs[r] = comm.Init(context.Background(), &comm.Config{
+				Bootstrap:   &comm.Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte("probe test secret 0123456789"), Job: t.Name(), Transport: "mem", Timeout: time.Minute},
+				Network:     netw,
+				Probe:       mode,
+				CacheDir:    cacheDir,
+				ProbeConfig: probeCfg,
+			})
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, c := range comms {
+			wg.Add(1)
+			go func(c *comm.Comm) { defer wg.Done(); c.Close() }(c)
+		}
+		wg.Wait()
+	})
+	return comms
+}
+
+func TestProbeShapedMemNetwork(t *testing.T) {
+	const n = 4
+	rates := []float64{5e6, 10e6, 20e6, 40e6}
+	rate := func(i, j int) float64 { return rates[(i+2*j)%len(rates)] }
+	// Rates differ per direction; delays are symmetric: only the round trip
+	// of a delay is observable without a common clock (see Probe).
+	delay := func(i, j int) time.Duration { return time.Duration(1+(i+j)%4) * time.Millisecond }
+	start := time.Now()
+	comms := shapedWorld(t, n, rate, delay, netprobe.ModeFull, t.TempDir())
+	t.Logf("probe of %d ranks took %v", n, time.Since(start))
+	m0 := comms[0].Model()
+	require.NotNil(t, m0)
+	for r, c := range comms {
+		require.Equal(t, m0, c.Model(), "rank %d has another model", r)
+	}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i == j {
+				continue
+			}
+			b, T := m0.Bandwidth[i][j], m0.Latency[i][j]
+			require.InEpsilon(t, rate(i, j), b, 0.10, "bandwidth %d->%d: probed %.3g, shaped %.3g", i, j, b, rate(i, j))
+			// Latency is the best of 10 tiny round trips; emulated delays
+			// run on timers that fire late on a loaded machine.
+			require.InDelta(t, delay(i, j).Seconds(), T, 0.2*delay(i, j).Seconds()+1e-3, "latency %d->%d", i, j)
+		}
+		require.Greater(t, m0.SendOverhead[i].Const, 0.0)
+	}
+	// No rank took part in two probes at once: each rank recorded, on its
+	// own clock, every probe it was in.
+	res := comms[0].ProbeResult()
+	require.Len(t, res.Pairs, n*(n-1), "each probe is recorded by both its ranks")
+	byRank := map[int][]netprobe.PairRecord{}
+	for _, p := range res.Pairs {
+		require.True(t, p.Rank == p.A || p.Rank == p.B)
+		byRank[p.Rank] = append(byRank[p.Rank], p)
+	}
+	for r, ps := range byRank {
+		require.Len(t, ps, n-1, "rank %d meets every other rank once", r)
+		for a, p := range ps {
+			for _, q := range ps[a+1:] {
+				require.False(t, p.Start < q.End && q.Start < p.End, "rank %d was in probes %v and %v at once", r, p, q)
+			}
+		}
+	}
+	// Clock offsets of one process are ~0.
+	for r, off := range res.Offsets {
+		require.InDelta(t, 0, off, 2e-3, "rank %d offset", r)
+	}
+}
+
+func TestProbeCache(t *testing.T) {
+	const n = 3
+	dir := t.TempDir()
+	rate := func(i, j int) float64 { return 50e6 }
+	delay := func(i, j int) time.Duration { return time.Millisecond }
+	first := shapedWorld(t, n, rate, delay, netprobe.ModeCached, dir)
+	require.Greater(t, first[0].ProbeResult().Seconds, 0.0, "nothing cached yet: it probed")
+	files, _ := filepath.Glob(filepath.Join(dir, "model-*.json"))
+	require.Len(t, files, 1)
+
+	second := shapedWorld(t, n, rate, delay, netprobe.ModeCached, dir)
+	require.Zero(t, second[0].ProbeResult().Seconds, "second run uses the cache")
+	require.Equal(t, first[0].Model(), second[2].Model())
+
+	// A corrupt cache is detected and probed again, then rewritten.
+	require.NoError(t, os.WriteFile(files[0], []byte(`{"version":1,"key":`), 0o644))
+	third := shapedWorld(t, n, rate, delay, netprobe.ModeCached, dir)
+	require.Greater(t, third[0].ProbeResult().Seconds, 0.0)
+	fourth := shapedWorld(t, n, rate, delay, netprobe.ModeCached, dir)
+	require.Zero(t, fourth[0].ProbeResult().Seconds)
+
+	// Reprobe refreshes the model on every rank.
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for r, c := range fourth {
+		wg.Add(1)
+		go func(r int, c *comm.Comm) { defer wg.Done(); errs[r] = c.Reprobe(context.Background()) }(r, c)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.Greater(t, fourth[1].ProbeResult().Seconds, 0.0)
+	require.Equal(t, fourth[0].Model(), fourth[1].Model())
+}
+
+func TestCacheFiles(t *testing.T) {
+	dir := t.TempDir()
+	k := netprobe.Key{Transport: "tcp", Hosts: []string{"a", "b"}, Rails: [][]string{{"10.0.0.1"}, {"10.0.0.2"}}}
+	_, err := netprobe.LoadCache(dir, k)
+	require.ErrorIs(t, err, netprobe.ErrCacheMissing)
+	m := &netprobe.Result{Offsets: []float64{0, 1e-3}}
+	m.Model = newModel(2)
+	require.NoError(t, netprobe.SaveCache(dir, k, m))
+	got, err := netprobe.LoadCache(dir, k)
+	require.NoError(t, err)
+	require.Equal(t, m.Model, got.Model)
+	require.Equal(t, m.Offsets, got.Offsets)
+
+	// Another network: same file name cannot happen (the key is in it), but
+	// a file copied over from another network must be refused.
+	other := netprobe.Key{Transport: "tcp", Hosts: []string{"a", "c"}, Rails: [][]string{{"10.0.0.1"}, {"10.0.0.3"}}}
+	b, err := os.ReadFile(netprobe.CachePath(dir, k))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(netprobe.CachePath(dir, other), b, 0o644))
+	_, err = netprobe.LoadCache(dir, other)
+	require.ErrorIs(t, err, netprobe.ErrCacheMismatch)
+
+	for name, content := range map[string]string{
+		"garbage":   "not json",
+		"version":   `{"version":9}`,
+		"no result": `{"version":1,"key":{"transport":"tcp","hosts":["a","b"],"rails":[["10.0.0.1"],["10.0.0.2"]]}}`,
+		"bad model": `{"version":1,"key":{"transport":"tcp","hosts":["a","b"],"rails":[["10.0.0.1"],["10.0.0.2"]]},"result":{"model":{"latency":[[0,1],[1,0]],"bandwidth":[[0,-5],[1,0]]},"offsets":[0,0]}}`,
+		"wrong n":   `{"version":1,"key":{"transport":"tcp","hosts":["a","b"],"rails":[["10.0.0.1"],["10.0.0.2"]]},"result":{"model":{"latency":[[0]],"bandwidth":[[0]]},"offsets":[0]}}`,
+	} {
+		require.NoError(t, os.WriteFile(netprobe.CachePath(dir, k), []byte(content), 0o644))
+		_, err := netprobe.LoadCache(dir, k)
+		require.ErrorIs(t, err, netprobe.ErrCacheCorrupt, name)
+	}
+}
+
+func newModel(n int) *collective.Model {
+	m := &collective.Model{Latency: make([][]float64, n), Bandwidth: make([][]float64, n)}
+	for i := range m.Latency {
+		m.Latency[i] = make([]float64, n)
+		m.Bandwidth[i] = make([]float64, n)
+		for j := range m.Latency[i] {
+			if i != j {
+				m.Latency[i][j] = 1e-3 * float64(i+j)
+				m.Bandwidth[i][j] = 1e6 * float64(1+i+j)
+			}
+		}
+	}
+	return m
+}
