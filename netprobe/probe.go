@@ -45,6 +45,10 @@ type Config struct {
 	// larger than any token-bucket burst or TCP's initial window. 0 means
 	// 256 KiB.
 	MinLargest int64
+	// MinTime is how long the largest transfer of a sweep must take at
+	// least (unless MaxBytes or the budget stops it), so that scheduling
+	// jitter is small next to it. 0 means 10 ms.
+	MinTime time.Duration
 	// Dominance: a sweep stops once a transfer takes this many times the
 	// smallest message's time. 0 means 8.
 	Dominance float64
@@ -73,6 +77,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Dominance <= 0 {
 		c.Dominance = 8
+	}
+	if c.MinTime <= 0 {
+		c.MinTime = 10 * time.Millisecond
 	}
 	if c.Budget <= 0 {
 		c.Budget = 300 * time.Millisecond
@@ -304,8 +311,8 @@ func measure(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (Fit
 	for {
 		m, ok := sw.Next()
 		if !ok {
-			// Make sure the rate is seen on a large enough transfer.
-			if largest >= cfg.MinLargest || largest*4 > cfg.MaxBytes || sw.lastT*4 > sw.Budget {
+			// Make sure the rate is seen on a large and long enough transfer.
+			if (largest >= cfg.MinLargest && sw.lastT >= cfg.MinTime.Seconds()) || largest*4 > cfg.MaxBytes || sw.lastT*4 > sw.Budget {
 				break
 			}
 			m, sw.done = largest*4, false

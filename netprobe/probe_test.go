@@ -16,10 +16,10 @@ import (
 	"github.com/hetcomm/hetcomm/transport"
 )
 
-// probeCfg makes every sweep reach 512 KiB: at the test's slowest rate
-// (5 MB/s) that is 100 ms, long enough that the emulated links' timer
-// jitter on a busy machine (a few ms) stays within a few percent.
-var probeCfg = netprobe.Config{MinLargest: 512 << 10}
+// probeCfg makes every sweep's largest transfer last 100 ms, long enough
+// that the emulated links' timer jitter on a busy machine (a few ms) stays
+// within a few percent.
+var probeCfg = netprobe.Config{MinTime: 100 * time.Millisecond}
 
 // shapedWorld starts n ranks over a mem network whose directed links have
 // the given rates (bytes/s) and one-way delays, and probes it.

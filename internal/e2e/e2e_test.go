@@ -129,7 +129,7 @@ func TestHetrunFailRank(t *testing.T) {
 		filepath.Join(bin, "alltoallv"), "-seed", "1", "-max", "1048576", "-fail-rank", "2")
 	require.NotEqual(t, 0, r.code)
 	require.Less(t, r.elapsed, 15*time.Second)
-	require.Contains(t, r.stderr, "hetrun: rank 2 exited with status 3")
+	require.Contains(t, r.stderr, "rank 2 exited with status 3")
 	time.Sleep(200 * time.Millisecond)
 	require.Empty(t, leftovers(bin), "processes left behind")
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,9 +66,20 @@ type RankError struct {
 	Status int    // exit status, or -1 when killed by a signal
 	Signal syscall.Signal
 	Err    error // a failure to start, if that is what happened
+	// Also lists the other ranks that failed on their own (before being
+	// stopped), usually because of this one.
+	Also []*RankError
 }
 
 func (e *RankError) Error() string {
+	s := e.one()
+	for _, o := range e.Also {
+		s += "; then " + o.one()
+	}
+	return s
+}
+
+func (e *RankError) one() string {
 	where := ""
 	if e.Host != "" {
 		where = " on " + e.Host
@@ -98,12 +110,13 @@ func (e *RankError) ExitCode() int {
 var ErrInterrupted = errors.New("launch: interrupted")
 
 type proc struct {
-	rank int
-	host string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  *RankError // nil when the rank exited 0
-	wg   sync.WaitGroup
+	rank   int
+	host   string
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    *RankError // nil when the rank exited 0
+	exitAt time.Time  // when it was reaped
+	wg     sync.WaitGroup
 }
 
 // Run starts the job and waits for it. It returns nil when every rank
@@ -206,17 +219,33 @@ func Run(ctx context.Context, s Spec) error {
 
 	select {
 	case <-allDone:
-		// Exits may race with each other: report the lowest failing rank.
+		return firstFailure(procs)
+	case <-failed:
+		// A failing rank makes others fail soon after, and they may be
+		// reaped in any order: let the cascade settle briefly, then name the
+		// rank that exited first and list the others.
+		select {
+		case <-allDone:
+		case <-time.After(failureWindow):
+		}
+		var fails []*proc
 		for _, p := range procs {
-			if p.err != nil {
-				return p.err
+			select {
+			case <-p.done:
+				if p.err != nil {
+					fails = append(fails, p)
+				}
+			default:
 			}
 		}
-		return nil
-	case p := <-failed:
 		stopAll(procs, s.Grace)
 		<-allDone
-		return p.err
+		sort.SliceStable(fails, func(a, b int) bool { return fails[a].exitAt.Before(fails[b].exitAt) })
+		first := *fails[0].err
+		for _, p := range fails[1:] {
+			first.Also = append(first.Also, p.err)
+		}
+		return &first
 	case <-ctx.Done():
 		stopAll(procs, s.Grace)
 		<-allDone
@@ -247,11 +276,30 @@ func (p *proc) start(s Spec, outMu *sync.Mutex) error {
 	return nil
 }
 
+// failureWindow is how long Run lets other ranks fail after the first
+// failure before it stops them.
+const failureWindow = 300 * time.Millisecond
+
+// firstFailure reports the earliest failure among finished ranks.
+func firstFailure(procs []*proc) error {
+	var first *proc
+	for _, p := range procs {
+		if p.err != nil && (first == nil || p.exitAt.Before(first.exitAt)) {
+			first = p
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return first.err
+}
+
 // wait reaps the process after its output is drained, and records how it
 // ended.
 func (p *proc) wait() {
 	p.wg.Wait()
 	err := p.cmd.Wait()
+	p.exitAt = time.Now()
 	defer close(p.done)
 	if err == nil {
 		return
