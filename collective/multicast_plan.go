@@ -1,29 +1,31 @@
 package collective
 
 import (
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"sort"
 )
 
 // mcCosts is the multicast cost model flattened into arrays. The planners
-// and the simulator compute every time through these helpers, in the same
-// order of floating-point operations, so a planner's predicted times equal
-// the simulator's bit for bit. (Explicit float64 conversions keep the
-// compiler from fusing a multiply and an add on architectures with FMA.)
+// and the simulator compute every time through the same expressions, in the
+// same order of floating-point operations, so a planner's predicted times
+// equal the simulator's bit for bit. (The explicit float64 conversions keep
+// the compiler from fusing a multiply and an add on machines with FMA.)
 type mcCosts struct {
 	n      int
 	sc, sm []float64 // send overhead S(i,l) = sc[i] + sm[i]*l
 	rc, rm []float64 // receive overhead R(j,l) = rc[j] + rm[j]*l
 	xin    []float64 // xin[j*n+i] = X(i,j), seconds per byte from i to j (receiver-major)
-	lin    []float64 // lin[j*n+i] = latency from i to j; nil when the model has none
+	lin    []float64 // lin[j*n+i] = latency from i to j (zero when the model has none)
 }
 
 func newMCCosts(m *Model) *mcCosts {
 	n := m.Size()
 	c := &mcCosts{n: n}
-	buf := make([]float64, 4*n+n*n)
-	c.sc, c.sm, c.rc, c.rm, c.xin = buf[:n], buf[n:2*n], buf[2*n:3*n], buf[3*n:4*n], buf[4*n:]
+	buf := make([]float64, 4*n+2*n*n)
+	c.sc, c.sm, c.rc, c.rm = buf[:n], buf[n:2*n], buf[2*n:3*n], buf[3*n:4*n]
+	c.xin, c.lin = buf[4*n:4*n+n*n], buf[4*n+n*n:]
 	for i := 0; i < n; i++ {
 		if m.SendOverhead != nil {
 			c.sc[i], c.sm[i] = m.SendOverhead[i].Const, m.SendOverhead[i].PerByte
@@ -31,17 +33,12 @@ func newMCCosts(m *Model) *mcCosts {
 		if m.RecvOverhead != nil {
 			c.rc[i], c.rm[i] = m.RecvOverhead[i].Const, m.RecvOverhead[i].PerByte
 		}
-	}
-	if m.Latency != nil {
-		c.lin = make([]float64, n*n)
-	}
-	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i == j {
 				continue
 			}
 			c.xin[j*n+i] = m.perByte(i, j)
-			if c.lin != nil {
+			if m.Latency != nil {
 				c.lin[j*n+i] = m.Latency[i][j]
 			}
 		}
@@ -55,13 +52,9 @@ func (c *mcCosts) send(i int, l int64) float64 { return c.sc[i] + float64(c.sm[i
 // recv returns R(j,l).
 func (c *mcCosts) recv(j int, l int64) float64 { return c.rc[j] + float64(c.rm[j]*float64(l)) }
 
-// wire returns X(i,j)*l plus the latency from i to j.
+// wire returns X(i,j)*l plus the latency from i to j (as Model.Transmit).
 func (c *mcCosts) wire(i, j int, l int64) float64 {
-	t := float64(float64(l) * c.xin[j*c.n+i])
-	if c.lin != nil {
-		t += c.lin[j*c.n+i]
-	}
-	return t
+	return float64(float64(l)*c.xin[j*c.n+i]) + c.lin[j*c.n+i]
 }
 
 // mcCand is a candidate task: sender j sends message (rank) r to a receiver.
@@ -112,12 +105,17 @@ type mcPlanner struct {
 	rMsg, rTask  []int32
 	lastEnd      []float64 // end of the last send (0: sentinel)
 	slot         []int32   // receives before the last send
+	tail         []float64 // end of the last task: the paper's ReceiveAvailable
 	recvPos      []int32   // n*m: position of the receive of rank r at node j, -1 if none
 
-	ver    []uint32 // per node, bumped whenever its list changes
-	saVal  []float64
-	saSlot []int32
-	saVer  []uint32 // n*m cache of SendAvailable
+	// SendAvailable cache, n*m. sendVer[j] counts j's sends (from 1); an
+	// entry computed at saSV (0: never) with saN receives in j's list holds
+	// the start saVal and slot saSlot.
+	sendVer []uint32
+	saVal   []float64
+	saSlot  []int32
+	saN     []int32
+	saSV    []uint32
 
 	tasks []Task
 	tSlot []int32 // per task: the slot of its send in the sender's list
@@ -163,20 +161,21 @@ func newMCPlanner(c *mcCosts, mc *Multicast, preempt bool) *mcPlanner {
 	p.m, p.w = m, w
 	p.bytes = make([]int64, m)
 	// One allocation per element type; take carves it up.
-	i32 := make([]int32, 2*m+4*n+2*n*m+3*p.total)
+	i32 := make([]int32, 2*m+4*n+3*n*m+3*p.total)
 	take := func(k int) []int32 { s := i32[:k:k]; i32 = i32[k:]; return s }
 	p.src, p.orig = take(m), take(m)
 	p.pending, p.rbase, p.nrecv, p.slot = take(n), take(n), take(n), take(n)
-	p.recvPos, p.saSlot = take(n*m), take(n*m)
+	p.recvPos, p.saSlot, p.saN = take(n*m), take(n*m), take(n*m)
 	p.rMsg, p.rTask, p.tSlot = take(p.total), take(p.total), take(p.total)[:0]
 	bs := make([]uint64, 3*n*w)
 	p.sr, p.old, p.post = bs[:n*w], bs[n*w:2*n*w], bs[2*n*w:]
-	f64 := make([]float64, 2*p.total+n+n*m)
-	p.rStart, p.rEnd, p.lastEnd, p.saVal = f64[:p.total], f64[p.total:2*p.total], f64[2*p.total:2*p.total+n], f64[2*p.total+n:]
+	f64 := make([]float64, 2*p.total+2*n+n*m)
+	p.rStart, p.rEnd = f64[:p.total], f64[p.total:2*p.total]
+	p.lastEnd, p.tail, p.saVal = f64[2*p.total:2*p.total+n], f64[2*p.total+n:2*p.total+2*n], f64[2*p.total+2*n:]
 	u32 := make([]uint32, n+n*m)
-	p.ver, p.saVer = u32[:n], u32[n:]
-	for i := range p.ver {
-		p.ver[i] = 1
+	p.sendVer, p.saSV = u32[:n], u32[n:]
+	for i := range p.sendVer {
+		p.sendVer[i] = 1
 	}
 	for i := range p.recvPos {
 		p.recvPos[i] = -1
@@ -220,131 +219,214 @@ func anyAnd(a, b []uint64) bool {
 
 func hasBit(a []uint64, r int32) bool { return a[r/64]&(1<<(r%64)) != 0 }
 
-// ra is the paper's ReceiveAvailable: the end of the last task in j's list.
-func (p *mcPlanner) ra(j int) float64 {
-	if p.slot[j] == p.nrecv[j] {
-		return p.lastEnd[j]
-	}
-	return p.rEnd[p.rbase[j]+p.nrecv[j]-1]
-}
-
-// sendAvail is the paper's SendAvailable (Figure 16) for sending rank r of
-// s seconds of send overhead from node j: it returns the earliest start and
-// the slot of the new send. The target is the later, in j's list, of j's
-// last send and its receive of r; the send then goes into the first gap
-// before a following receive that is long enough not to delay it
+// sendAvail is the paper's SendAvailable (Figure 16) for sending rank r,
+// with s seconds of send overhead, from node j: it returns the earliest
+// start and the slot of the new send. The target is the later, in j's list,
+// of j's last send and its receive of r; the send then goes into the first
+// gap before a following receive that is long enough not to delay it
 // (equation 10). The test "end + s <= start of the next receive" is the
 // paper's TimeSpan >= S written without a subtraction, which is exactly the
 // condition under which the simulator reproduces the receive's times.
 // Positions, not completion times, decide which of the two targets is
 // later, so zero-cost tasks cannot reorder sends.
+//
+// Results are cached. Receives are only ever appended, so a result that
+// stopped at a gap stays valid, and one that reached the end of the list
+// resumes from there. A send by j moves its last send: that invalidates the
+// results whose target was the last send, but not those whose target is a
+// receive after it (the new send lies before their scan).
 func (p *mcPlanner) sendAvail(j int, r int32, s float64) (float64, int32) {
 	idx := j*p.m + int(r)
-	if p.saVer[idx] == p.ver[j] {
-		return p.saVal[idx], p.saSlot[idx]
-	}
+	q := p.recvPos[idx]
+	nr := p.nrecv[j]
 	base := p.rbase[j]
-	cur, next := p.lastEnd[j], p.slot[j]
-	if q := p.recvPos[idx]; q >= next {
+	var cur float64
+	var next int32
+	if sv := p.saSV[idx]; sv != 0 && (q >= p.slot[j] || sv == p.sendVer[j]) {
+		cur, next = p.saVal[idx], p.saSlot[idx]
+		if next < p.saN[idx] || next == nr {
+			return cur, next
+		}
+	} else if q >= p.slot[j] {
 		cur, next = p.rEnd[base+q], q+1
+	} else {
+		cur, next = p.lastEnd[j], p.slot[j]
 	}
-	for nr := p.nrecv[j]; next < nr && cur+s > p.rStart[base+next]; next++ {
+	for ; next < nr && cur+s > p.rStart[base+next]; next++ {
 		cur = p.rEnd[base+next]
 	}
-	p.saVal[idx], p.saSlot[idx], p.saVer[idx] = cur, next, p.ver[j]
+	p.saVal[idx], p.saSlot[idx], p.saN[idx], p.saSV[idx] = cur, next, nr, p.sendVer[j]
 	return cur, next
 }
 
-// eval fills c with the task "j sends rank r to i" under the current state;
-// rai is i's receive-available time.
-func (p *mcPlanner) eval(j, i int, r int32, rai float64, c *mcCand) {
+// start returns where and when node j would send rank r (s: its send
+// overhead).
+func (p *mcPlanner) start(j int, r int32, s float64) (float64, int32) {
+	if p.preempt {
+		return p.sendAvail(j, r, s)
+	}
+	return p.tail[j], p.nrecv[j]
+}
+
+// eval fills c with the task "j sends rank r to i" under the current state.
+func (p *mcPlanner) eval(j, i int, r int32, c *mcCand) {
 	l := p.bytes[r]
 	s := p.c.send(j, l)
-	var sa float64
-	var slot int32
-	if p.preempt {
-		sa, slot = p.sendAvail(j, r, s)
-	} else {
-		sa, slot = p.ra(j), p.nrecv[j]
-	}
+	sa, slot := p.start(j, r, s)
 	se := sa + s
 	arr := se + p.c.wire(j, i, l)
 	st := arr
-	if rai > st {
+	if rai := p.tail[i]; rai > st {
 		st = rai
 	}
 	*c = mcCand{ct: st + p.c.recv(i, l), start: st, sa: sa, se: se, arr: arr, rank: r, j: int32(j), slot: slot}
 }
 
-// better reports whether a beats b for the same receiver: earlier
-// completion, then message order, then the message's source before relays,
-// then the lower relay index.
-func (p *mcPlanner) better(a, b *mcCand) bool {
-	if b.j < 0 {
+// tieWins reports whether sending rank r from j beats sending rank br from
+// bj when both complete at the same time: message order, then the
+// message's source before relays, then the lower relay index.
+func (p *mcPlanner) tieWins(r, j, br, bj int32) bool {
+	if bj < 0 {
 		return true
 	}
-	if a.ct != b.ct {
-		return a.ct < b.ct
+	if r != br {
+		return r < br
 	}
-	if a.rank != b.rank {
-		return a.rank < b.rank
-	}
-	as, bs := a.j == p.src[a.rank], b.j == p.src[b.rank]
+	as, bs := j == p.src[r], bj == p.src[br]
 	if as != bs {
 		return as
 	}
-	return a.j < b.j
+	return j < bj
+}
+
+// better reports whether candidate a beats b for the same receiver.
+func (p *mcPlanner) better(a, b *mcCand) bool {
+	if b.j < 0 || a.ct != b.ct {
+		return b.j < 0 || a.ct < b.ct
+	}
+	return p.tieWins(a.rank, a.j, b.rank, b.j)
 }
 
 // bestFor returns the best task delivering one of i's pending messages:
-// min over k in SR_i, j in A_k of the completion time, ties as in better.
+// the minimum over k in SR_i and j in A_k of the completion time, ties as
+// in tieWins.
 //
-// For a fixed sender the completion time of an "old" message does not
+// For a fixed sender, an "old" message's completion time does not
 // decrease with its size (same target, larger overheads), so the first
 // pending old message in rank order is the sender's best old candidate.
-// Messages received after the sender's last send are scanned in list order
-// until even the earliest possible completion exceeds the best so far.
+// With preemption, the messages a sender received after its last send are
+// scanned next, in list order, with lower bounds (the send cannot start
+// before that receive ends) that skip candidates which cannot beat the
+// best so far, or can at most tie with it and lose the tie.
 func (p *mcPlanner) bestFor(i int) mcCand {
-	best := mcCand{j: -1}
-	var c mcCand
-	w := p.w
+	n, w := p.n, p.w
 	sri := p.sr[i*w : i*w+w]
-	rai := p.ra(i)
 	first := firstAnd(sri, sri)
 	if first < 0 {
-		return best
+		return mcCand{j: -1}
 	}
-	rmin := p.c.recv(i, p.bytes[first])
-	for j := 0; j < p.n; j++ {
-		if j == i {
-			continue
-		}
-		if r := firstAnd(sri, p.old[j*w:j*w+w]); r >= 0 {
-			p.eval(j, i, r, rai, &c)
-			if p.better(&c, &best) {
-				best = c
+	c := p.c
+	rai := p.tail[i]
+	xrow, lrow := c.xin[i*n:i*n+n], c.lin[i*n:i*n+n]
+	rci, rmi := c.rc[i], c.rm[i]
+	bct := math.Inf(1)
+	bj, br := int32(-1), int32(-1)
+	// Node i never holds a message it still needs, so j == i is skipped by
+	// the bitsets.
+	for j := 0; j < n; j++ {
+		var r int32
+		if w == 1 {
+			v := sri[0] & p.old[j]
+			if v == 0 {
+				continue
 			}
-		}
-		if !p.preempt || !anyAnd(sri, p.post[j*w:j*w+w]) {
+			r = int32(bits.TrailingZeros64(v))
+		} else if r = firstAnd(sri, p.old[j*w:j*w+w]); r < 0 {
 			continue
 		}
-		base := p.rbase[j]
-		for q, nr := p.slot[j], p.nrecv[j]; q < nr; q++ {
-			lb := p.rEnd[base+q]
-			if rai > lb {
+		fl := float64(p.bytes[r])
+		s := c.sc[j] + float64(c.sm[j]*fl)
+		t := float64(fl*xrow[j]) + lrow[j]
+		rr := rci + float64(rmi*fl)
+		var sa float64
+		if p.preempt {
+			// The send starts no earlier than the last send ends.
+			lb := (p.lastEnd[j] + s) + t
+			if lb < rai {
 				lb = rai
 			}
-			if best.j >= 0 && lb+rmin > best.ct {
-				break
+			if lb += rr; lb > bct || (lb == bct && !p.tieWins(r, int32(j), br, bj)) {
+				continue
 			}
-			if r := p.rMsg[base+q]; hasBit(sri, r) {
-				p.eval(j, i, r, rai, &c)
-				if p.better(&c, &best) {
-					best = c
+			sa, _ = p.sendAvail(j, r, s)
+		} else {
+			sa = p.tail[j]
+		}
+		st := (sa + s) + t
+		if st < rai {
+			st = rai
+		}
+		if ct := st + rr; ct < bct || (ct == bct && p.tieWins(r, int32(j), br, bj)) {
+			bct, bj, br = ct, int32(j), r
+		}
+	}
+	if p.preempt {
+		rmin := rci + float64(rmi*float64(p.bytes[first]))
+		for j := 0; j < n; j++ {
+			r0 := firstAnd(sri, p.post[j*w:j*w+w])
+			if r0 < 0 {
+				continue
+			}
+			base := p.rbase[j]
+			// Every post candidate of j sends a message no smaller than r0
+			// after j's first post receive ends: if even that cannot beat
+			// the best, or only tie with it and lose, skip them all.
+			{
+				fl := float64(p.bytes[r0])
+				lb := (p.rEnd[base+p.slot[j]] + (c.sc[j] + float64(c.sm[j]*fl))) + (float64(fl*xrow[j]) + lrow[j])
+				if lb < rai {
+					lb = rai
+				}
+				if lb += rci + float64(rmi*fl); lb > bct || (lb == bct && r0 > br) {
+					continue
+				}
+			}
+			for q, nr := p.slot[j], p.nrecv[j]; q < nr; q++ {
+				end := p.rEnd[base+q]
+				lb := end
+				if lb < rai {
+					lb = rai
+				}
+				if lb+rmin > bct {
+					break // later receives end later, and no message is smaller
+				}
+				r := p.rMsg[base+q]
+				if !hasBit(sri, r) {
+					continue
+				}
+				fl := float64(p.bytes[r])
+				s := c.sc[j] + float64(c.sm[j]*fl)
+				t := float64(fl*xrow[j]) + lrow[j]
+				rr := rci + float64(rmi*fl)
+				if lb = (end + s) + t; lb < rai {
+					lb = rai
+				}
+				if lb += rr; lb > bct || (lb == bct && !p.tieWins(r, int32(j), br, bj)) {
+					continue
+				}
+				sa, _ := p.sendAvail(j, r, s)
+				st := (sa + s) + t
+				if st < rai {
+					st = rai
+				}
+				if ct := st + rr; ct < bct || (ct == bct && p.tieWins(r, int32(j), br, bj)) {
+					bct, bj, br = ct, int32(j), r
 				}
 			}
 		}
 	}
+	var best mcCand
+	p.eval(int(bj), i, br, &best)
 	return best
 }
 
@@ -362,6 +444,7 @@ func (p *mcPlanner) commit(c *mcCand, i int) {
 	at := p.rbase[i] + q
 	p.rStart[at], p.rEnd[at], p.rMsg[at], p.rTask[at] = c.start, c.ct, r, t
 	p.nrecv[i]++
+	p.tail[i] = c.ct
 	p.recvPos[i*p.m+int(r)] = q
 	bit := uint64(1) << (r % 64)
 	p.sr[i*w+int(r/64)] &^= bit
@@ -371,7 +454,6 @@ func (p *mcPlanner) commit(c *mcCand, i int) {
 	} else {
 		p.old[i*w+int(r/64)] |= bit
 	}
-	p.ver[i]++
 
 	if p.preempt {
 		base := p.rbase[j]
@@ -382,56 +464,64 @@ func (p *mcPlanner) commit(c *mcCand, i int) {
 			p.old[j*w+int(rr/64)] |= b
 		}
 	}
+	if c.slot == p.nrecv[j] {
+		p.tail[j] = c.se
+	}
 	p.slot[j], p.lastEnd[j] = c.slot, c.se
-	p.ver[j]++
+	p.sendVer[j]++
 }
 
 // runECF is ECF (and ECFP): repeatedly commit the pending task with the
 // earliest completion over all receivers (ties: lowest receiver, then as in
-// better).
+// tieWins).
 //
-// Each receiver's best task is cached. After a commit of j -> i* only these
-// can change: the best tasks of i* and j (their lists changed, and with
-// them their receive-available times), of receivers whose best task used
-// j or i* as sender (every candidate from j or i* is now no earlier:
-// available times only grow), and the new candidates "i* relays the
-// message it just received", which are compared with the cached bests.
+// Each receiver keeps its best task, either exact or a lower bound. Every
+// candidate's completion time only grows (available times only grow) and
+// candidates only disappear, except for the new ones a commit j -> i*
+// creates ("i* relays the message it just received"), which are compared
+// with every receiver's entry at once. So after a commit, an exact entry
+// whose sender or receiver was j or i* becomes a lower bound, and a lower
+// bound that a new candidate beats becomes exact. A receiver is recomputed
+// only when its lower bound is the smallest of all.
 func (p *mcPlanner) runECF() {
-	cand := make([]mcCand, p.n)
-	dirty := make([]bool, p.n)
-	for i := range dirty {
-		dirty[i] = true
+	n, w := p.n, p.w
+	cand := make([]mcCand, n)
+	exact := make([]bool, n)
+	for i := 0; i < n; i++ {
+		if p.pending[i] > 0 {
+			cand[i], exact[i] = p.bestFor(i), true
+		}
 	}
 	var c mcCand
 	for len(p.tasks) < p.total {
 		gi := -1
-		for i := 0; i < p.n; i++ {
-			if p.pending[i] == 0 {
-				continue
+		for {
+			gi = -1
+			for i := 0; i < n; i++ {
+				if p.pending[i] > 0 && (gi < 0 || cand[i].ct < cand[gi].ct) {
+					gi = i
+				}
 			}
-			if dirty[i] {
-				cand[i], dirty[i] = p.bestFor(i), false
+			if exact[gi] {
+				break
 			}
-			if gi < 0 || cand[i].ct < cand[gi].ct {
-				gi = i
-			}
+			cand[gi], exact[gi] = p.bestFor(gi), true
 		}
 		sel := cand[gi]
 		p.commit(&sel, gi)
 		js, is, rs := sel.j, int32(gi), sel.rank
-		dirty[is], dirty[js] = true, true
-		for i := 0; i < p.n; i++ {
-			if p.pending[i] == 0 || dirty[i] {
+		exact[is], exact[js] = false, false
+		for i := 0; i < n; i++ {
+			if p.pending[i] == 0 {
 				continue
 			}
 			if cand[i].j == js || cand[i].j == is {
-				dirty[i] = true
-				continue
+				exact[i] = false
 			}
-			if hasBit(p.sr[i*p.w:i*p.w+p.w], rs) {
-				p.eval(gi, i, rs, p.ra(i), &c)
+			if hasBit(p.sr[i*w:i*w+w], rs) {
+				p.eval(gi, i, rs, &c)
 				if p.better(&c, &cand[i]) {
-					cand[i] = c
+					cand[i], exact[i] = c, true
 				}
 			}
 		}
@@ -442,46 +532,34 @@ func (p *mcPlanner) runECF() {
 // least weight S(j,l)+X(j,i)*l+R(i,l) (ties: lowest receiver, lowest
 // sender, message order), appending it to both task lists. Weights are
 // static, so a receiver's best edge changes only when it receives (its
-// pending set shrinks) or when a node it still needs a message from joins
-// the senders of that message.
+// pending set shrinks) or when a node joins the senders of a message the
+// receiver still needs.
 func (p *mcPlanner) runFEF() {
-	best := make([]mcCand, p.n)
-	dirty := make([]bool, p.n)
+	n, w := p.n, p.w
+	c := p.c
+	best := make([]mcCand, n)
+	dirty := make([]bool, n)
 	for i := range dirty {
 		dirty[i] = true
 	}
-	w := p.w
 	weight := func(j, i int, r int32) float64 {
-		l := p.bytes[r]
-		return (p.c.send(j, l) + p.c.wire(j, i, l)) + p.c.recv(i, l)
+		fl := float64(p.bytes[r])
+		return ((c.sc[j] + float64(c.sm[j]*fl)) + (float64(fl*c.xin[i*n+j]) + c.lin[i*n+j])) + (c.rc[i] + float64(c.rm[i]*fl))
 	}
-	edgeBetter := func(a, b *mcCand) bool { // same receiver
-		if b.j < 0 || a.ct != b.ct {
-			return b.j < 0 || a.ct < b.ct
-		}
-		if a.j != b.j {
-			return a.j < b.j
-		}
-		return a.rank < b.rank
-	}
-	var c mcCand
+	var e mcCand
 	for len(p.tasks) < p.total {
 		gi := -1
-		for i := 0; i < p.n; i++ {
+		for i := 0; i < n; i++ {
 			if p.pending[i] == 0 {
 				continue
 			}
 			if dirty[i] {
-				b := mcCand{j: -1}
 				sri := p.sr[i*w : i*w+w]
-				for j := 0; j < p.n; j++ {
-					if j == i {
-						continue
-					}
+				b := mcCand{ct: math.Inf(1), j: -1}
+				for j := 0; j < n; j++ {
 					if r := firstAnd(sri, p.old[j*w:j*w+w]); r >= 0 {
-						c = mcCand{ct: weight(j, i, r), j: int32(j), rank: r}
-						if edgeBetter(&c, &b) {
-							b = c
+						if wt := weight(j, i, r); wt < b.ct {
+							b = mcCand{ct: wt, j: int32(j), rank: r}
 						}
 					}
 				}
@@ -492,16 +570,17 @@ func (p *mcPlanner) runFEF() {
 			}
 		}
 		sel := best[gi]
-		p.eval(int(sel.j), gi, sel.rank, p.ra(gi), &c)
-		p.commit(&c, gi)
+		p.eval(int(sel.j), gi, sel.rank, &e)
+		p.commit(&e, gi)
 		dirty[gi] = true
-		for i := 0; i < p.n; i++ {
+		for i := 0; i < n; i++ {
 			if p.pending[i] == 0 || dirty[i] || !hasBit(p.sr[i*w:i*w+w], sel.rank) {
 				continue
 			}
-			c = mcCand{ct: weight(gi, i, sel.rank), j: int32(gi), rank: sel.rank}
-			if edgeBetter(&c, &best[i]) {
-				best[i] = c
+			// Ties: the lower sender, then the lower rank.
+			b := &best[i]
+			if wt := weight(gi, i, sel.rank); wt < b.ct || (wt == b.ct && (int32(gi) < b.j || (int32(gi) == b.j && sel.rank < b.rank))) {
+				*b = mcCand{ct: wt, j: int32(gi), rank: sel.rank}
 			}
 		}
 	}
@@ -522,27 +601,20 @@ func (p *mcPlanner) runReceiverFirst(base Algorithm, seed int64) {
 	if base == RRS {
 		rng = rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	}
-	next := 0 // RR: the next node whose turn it is
+	next := 0 // RR: the node whose turn it is
 	for len(p.tasks) < p.total {
 		i := -1
 		switch base {
 		case WR:
 			for x := 0; x < n; x++ {
-				if p.pending[x] == 0 {
-					continue
-				}
-				if i < 0 || vw[x] < vw[i] || (vw[x] == vw[i] && speed[x] < speed[i]) {
+				if p.pending[x] > 0 && (i < 0 || vw[x] < vw[i] || (vw[x] == vw[i] && speed[x] < speed[i])) {
 					i = x
 				}
 			}
 		case EAF:
-			var best float64
 			for x := 0; x < n; x++ {
-				if p.pending[x] == 0 {
-					continue
-				}
-				if a := p.ra(x); i < 0 || a < best {
-					i, best = x, a
+				if p.pending[x] > 0 && (i < 0 || p.tail[x] < p.tail[i]) {
+					i = x
 				}
 			}
 		case RR:
@@ -596,15 +668,15 @@ func (p *mcPlanner) finish(algo Algorithm) *Plan {
 	n := p.n
 	// Sends grouped by sender, in commit order (which is list order: each
 	// new send goes after the previous one).
-	cnt := make([]int32, n+1)
+	cnt := make([]int32, 2*n+1+len(p.tasks))
+	fill, sends := cnt[n+1:2*n+1], cnt[2*n+1:]
 	for _, t := range p.tasks {
 		cnt[t.Src+1]++
 	}
 	for i := 0; i < n; i++ {
 		cnt[i+1] += cnt[i]
 	}
-	sends := make([]int32, len(p.tasks))
-	fill := append([]int32(nil), cnt[:n]...)
+	copy(fill, cnt[:n])
 	for t := range p.tasks {
 		s := p.tasks[t].Src
 		sends[fill[s]] = int32(t)
