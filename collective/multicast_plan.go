@@ -487,9 +487,23 @@ func (p *mcPlanner) runECF() {
 	n, w := p.n, p.w
 	cand := make([]mcCand, n)
 	exact := make([]bool, n)
+	lb := make([]float64, n) // completion lower bound of a stale entry
 	for i := 0; i < n; i++ {
 		if p.pending[i] > 0 {
 			cand[i], exact[i] = p.bestFor(i), true
+		}
+	}
+	// stale turns receiver i's entry into a lower bound: its old best, or
+	// better, the earliest any receive can end: its available time plus
+	// the receive overhead of its smallest pending message.
+	stale := func(i int) {
+		exact[i] = false
+		sri := p.sr[i*w : i*w+w]
+		lb[i] = cand[i].ct
+		if r := firstAnd(sri, sri); r >= 0 {
+			if v := p.tail[i] + p.c.recv(i, p.bytes[r]); v > lb[i] {
+				lb[i] = v
+			}
 		}
 	}
 	var c mcCand
@@ -497,9 +511,17 @@ func (p *mcPlanner) runECF() {
 		gi := -1
 		for {
 			gi = -1
+			best := 0.0
 			for i := 0; i < n; i++ {
-				if p.pending[i] > 0 && (gi < 0 || cand[i].ct < cand[gi].ct) {
-					gi = i
+				if p.pending[i] == 0 {
+					continue
+				}
+				v := cand[i].ct
+				if !exact[i] {
+					v = lb[i]
+				}
+				if gi < 0 || v < best {
+					gi, best = i, v
 				}
 			}
 			if exact[gi] {
@@ -510,13 +532,12 @@ func (p *mcPlanner) runECF() {
 		sel := cand[gi]
 		p.commit(&sel, gi)
 		js, is, rs := sel.j, int32(gi), sel.rank
-		exact[is], exact[js] = false, false
 		for i := 0; i < n; i++ {
 			if p.pending[i] == 0 {
 				continue
 			}
-			if cand[i].j == js || cand[i].j == is {
-				exact[i] = false
+			if i == int(is) || i == int(js) || (exact[i] && (cand[i].j == js || cand[i].j == is)) {
+				stale(i)
 			}
 			if hasBit(p.sr[i*w:i*w+w], rs) {
 				p.eval(gi, i, rs, &c)
