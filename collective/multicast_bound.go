@@ -2,7 +2,7 @@ package collective
 
 import (
 	"math"
-	"sort"
+	"slices"
 )
 
 // mcLowerBound computes the bound of MulticastLowerBound on a validated
@@ -12,21 +12,35 @@ import (
 // arrival at every destination (a relay forwards once its receive is done:
 // hop = S + X*l, then R at the receiver). Times are accumulated in the same
 // order of operations as the planners' (receive end + S, + X, + R), so a
-// plan that achieves the bound equals it exactly. Each node then processes
-// its receives in order of earliest arrival, start = max(previous end,
-// arrival): the optimal one-machine makespan with release dates.
+// plan that achieves the bound equals it exactly. The search stops as soon
+// as the settled node plus the cheapest possible hop cannot improve any
+// remaining tentative time. Each node then processes its receives in order
+// of earliest arrival, start = max(previous end, arrival): the optimal
+// one-machine makespan with release dates.
 func mcLowerBound(c *mcCosts, mc *Multicast) float64 {
 	n := c.n
-	type recv struct {
-		node     int32
-		arr, rcv float64
-	}
-	var all []recv
-	total := 0
+	type recv struct{ arr, rcv float64 }
+	count := make([]int, n+1)
 	for _, msg := range mc.Messages {
-		total += len(msg.Dests)
+		for _, d := range msg.Dests {
+			count[d+1]++
+		}
 	}
-	all = make([]recv, 0, total)
+	for v := 0; v < n; v++ {
+		count[v+1] += count[v]
+	}
+	all := make([]recv, count[n])
+	fill := append([]int(nil), count[:n]...)
+	// The cheapest wire cost per byte over all pairs, for the early exit.
+	xmin, lmin := math.Inf(1), math.Inf(1)
+	for v := 0; v < n; v++ {
+		for u := 0; u < n; u++ {
+			if u != v {
+				xmin = min(xmin, c.xin[v*n+u])
+				lmin = min(lmin, c.lin[v*n+u])
+			}
+		}
+	}
 	end := make([]float64, n)
 	arr := make([]float64, n)
 	sendCost := make([]float64, n)
@@ -38,19 +52,34 @@ func mcLowerBound(c *mcCosts, mc *Multicast) float64 {
 			continue
 		}
 		l := msg.Bytes
+		fl := float64(l)
 		nodes = append(nodes[:0], msg.Source)
 		nodes = append(nodes, msg.Dests...)
+		smin, rmin := math.Inf(1), math.Inf(1)
 		for _, v := range nodes {
 			end[v], arr[v], done[v] = math.Inf(1), math.Inf(1), false
 			sendCost[v], recvCost[v] = c.send(v, l), c.recv(v, l)
+			smin = min(smin, sendCost[v])
+			if v != msg.Source {
+				rmin = min(rmin, recvCost[v])
+			}
 		}
+		wmin := float64(fl*xmin) + lmin
 		end[msg.Source] = 0
 		for range nodes {
-			u := -1
+			u, far := -1, math.Inf(-1)
 			for _, v := range nodes {
-				if !done[v] && (u < 0 || end[v] < end[u]) {
+				if done[v] {
+					continue
+				}
+				if u < 0 || end[v] < end[u] {
 					u = v
 				}
+				far = max(far, end[v])
+			}
+			// No hop from u (or any later node) can end before this.
+			if ((end[u]+smin)+wmin)+rmin >= far {
+				break
 			}
 			done[u] = true
 			su := end[u] + sendCost[u]
@@ -65,32 +94,36 @@ func mcLowerBound(c *mcCosts, mc *Multicast) float64 {
 			}
 		}
 		for _, v := range msg.Dests {
-			all = append(all, recv{node: int32(v), arr: arr[v], rcv: recvCost[v]})
+			all[fill[v]] = recv{arr: arr[v], rcv: recvCost[v]}
+			fill[v]++
 		}
 	}
-	sort.Slice(all, func(a, b int) bool {
-		if all[a].node != all[b].node {
-			return all[a].node < all[b].node
-		}
-		if all[a].arr != all[b].arr {
-			return all[a].arr < all[b].arr
-		}
-		return all[a].rcv < all[b].rcv
-	})
 	lb := 0.0
-	for x := 0; x < len(all); {
-		t := 0.0
-		y := x
-		for ; y < len(all) && all[y].node == all[x].node; y++ {
-			if all[y].arr > t {
-				t = all[y].arr
+	for v := 0; v < n; v++ {
+		rs := all[count[v]:count[v+1]]
+		slices.SortFunc(rs, func(a, b recv) int {
+			if a.arr != b.arr {
+				if a.arr < b.arr {
+					return -1
+				}
+				return 1
 			}
-			t += all[y].rcv
+			if a.rcv != b.rcv {
+				if a.rcv < b.rcv {
+					return -1
+				}
+				return 1
+			}
+			return 0
+		})
+		t := 0.0
+		for _, r := range rs {
+			if r.arr > t {
+				t = r.arr
+			}
+			t += r.rcv
 		}
-		if t > lb {
-			lb = t
-		}
-		x = y
+		lb = max(lb, t)
 	}
 	return lb
 }

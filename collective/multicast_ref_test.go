@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"math"
 	"math/rand/v2"
 )
 
@@ -364,4 +365,78 @@ func mcPreemptive(algo Algorithm) bool {
 // mcReferencePlan plans with the brute-force reference (no lower bound).
 func mcReferencePlan(m *Model, mc *Multicast, algo Algorithm, seed int64) *Plan {
 	return newMCRef(m, mc, mcPreemptive(algo)).run(algo, seed)
+}
+
+// mcReferenceLowerBound is section 3.2 by brute force: earliest reach
+// times by Bellman-Ford relaxation to a fixpoint (relays restricted to the
+// message's source and destinations), then, at every node, the best of all
+// orders of its receives (equation 4 generalised: start = max(previous
+// end, arrival)). Small inputs only (it tries every permutation).
+func mcReferenceLowerBound(m *Model, mc *Multicast) float64 {
+	c := newMCCosts(m)
+	n := c.n
+	type rcv struct{ arr, r float64 }
+	per := make([][]rcv, n)
+	for _, msg := range mc.Messages {
+		if len(msg.Dests) == 0 {
+			continue
+		}
+		l := msg.Bytes
+		end := make([]float64, n)
+		arr := make([]float64, n)
+		in := make([]bool, n)
+		for v := range end {
+			end[v], arr[v] = math.Inf(1), math.Inf(1)
+		}
+		in[msg.Source] = true
+		for _, d := range msg.Dests {
+			in[d] = true
+		}
+		end[msg.Source] = 0
+		for changed := true; changed; {
+			changed = false
+			for u := 0; u < n; u++ {
+				if !in[u] || math.IsInf(end[u], 1) {
+					continue
+				}
+				for _, v := range msg.Dests {
+					if v == u {
+						continue
+					}
+					a := (end[u] + c.send(u, l)) + c.wire(u, v, l)
+					if e := a + c.recv(v, l); e < end[v] {
+						end[v], arr[v], changed = e, a, true
+					}
+				}
+			}
+		}
+		for _, d := range msg.Dests {
+			per[d] = append(per[d], rcv{arr[d], c.recv(d, l)})
+		}
+	}
+	lb := 0.0
+	for _, rs := range per {
+		best := math.Inf(1)
+		var perm func(k int)
+		perm = func(k int) {
+			if k == len(rs) {
+				t := 0.0
+				for _, r := range rs {
+					t = math.Max(t, r.arr) + r.r
+				}
+				best = math.Min(best, t)
+				return
+			}
+			for x := k; x < len(rs); x++ {
+				rs[k], rs[x] = rs[x], rs[k]
+				perm(k + 1)
+				rs[k], rs[x] = rs[x], rs[k]
+			}
+		}
+		if len(rs) > 0 {
+			perm(0)
+			lb = math.Max(lb, best)
+		}
+	}
+	return lb
 }

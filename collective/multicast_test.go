@@ -295,6 +295,28 @@ func TestMulticastAuto(t *testing.T) {
 	require.Equal(t, WRP, p.Algorithm, "WRP is the first planner (in Algorithms order) to reach 14")
 }
 
+func TestMulticastLowerBoundAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for x := range 2000 {
+		n := 1 + rng.IntN(7)
+		m := mcRandomModel(rng, n)
+		mc := mcRandomPattern(rng, n, m.Bandwidth != nil && m.Latency == nil)
+		// Keep the per-node permutations small.
+		for k := range mc.Messages {
+			if k >= 6 {
+				mc.Messages[k].Dests = nil
+			}
+		}
+		lb, err := MulticastLowerBound(m, mc)
+		require.NoError(t, err)
+		ref := mcReferenceLowerBound(m, mc)
+		if lb != ref {
+			// Equal arrivals may be summed in another order: allow a few ulps.
+			require.InEpsilon(t, ref, lb, 1e-12, "instance %d", x)
+		}
+	}
+}
+
 func TestMulticastLowerBound(t *testing.T) {
 	// A relay is faster than the direct slow link: 0 -> 1 -> 2.
 	m := &Model{
