@@ -240,13 +240,30 @@ func ValidateMulticast(mc *Multicast, p *Plan) error {
 	for x := range deliv {
 		deliv[x] = -1
 	}
-	slotOf := func(k, node int) int {
-		for x, d := range mc.Messages[k].Dests {
-			if d == node {
-				return start[k] + x
+	// slotOf(k, node) is the index in deliv of node as a destination of
+	// message k, or -1: a dense table when it is small enough, else a map.
+	var slotOf func(k, node int) int
+	if dense := len(mc.Messages) * n; dense <= 1<<22 {
+		tab := make([]int32, dense)
+		for k, msg := range mc.Messages {
+			for x, d := range msg.Dests {
+				tab[k*n+d] = int32(start[k] + x + 1)
 			}
 		}
-		return -1
+		slotOf = func(k, node int) int { return int(tab[k*n+node]) - 1 }
+	} else {
+		tab := make(map[[2]int]int, len(deliv))
+		for k, msg := range mc.Messages {
+			for x, d := range msg.Dests {
+				tab[[2]int{k, d}] = start[k] + x
+			}
+		}
+		slotOf = func(k, node int) int {
+			if x, ok := tab[[2]int{k, node}]; ok {
+				return x
+			}
+			return -1
+		}
 	}
 	for t, task := range p.Tasks {
 		if task.Message < 0 || task.Message >= len(mc.Messages) {
