@@ -333,6 +333,31 @@ func (p *mcPlanner) bestFor(i int) mcCand {
 	bj, br := int32(-1), int32(-1)
 	// Node i never holds a message it still needs, so j == i is skipped by
 	// the bitsets.
+	if !p.preempt && w == 1 {
+		// The common case, with everything in locals: one word of bits,
+		// sends appended at the end of the sender's list.
+		old, tail, bytes := p.old[:n], p.tail[:n], p.bytes
+		sc, sm := c.sc[:n], c.sm[:n]
+		s0 := sri[0]
+		for j := range old {
+			v := s0 & old[j]
+			if v == 0 {
+				continue
+			}
+			r := int32(bits.TrailingZeros64(v))
+			fl := float64(bytes[r])
+			st := (tail[j] + (sc[j] + float64(sm[j]*fl))) + (float64(fl*xrow[j]) + lrow[j])
+			if st < rai {
+				st = rai
+			}
+			if ct := st + (rci + float64(rmi*fl)); ct < bct || (ct == bct && p.tieWins(r, int32(j), br, bj)) {
+				bct, bj, br = ct, int32(j), r
+			}
+		}
+		var best mcCand
+		p.eval(int(bj), i, br, &best)
+		return best
+	}
 	for j := 0; j < n; j++ {
 		var r int32
 		if w == 1 {
