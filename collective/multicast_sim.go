@@ -77,6 +77,7 @@ type MulticastDeadlockError struct {
 	Plan  *Plan
 }
 
+// Error describes the cycle, node by node.
 func (e *MulticastDeadlockError) Error() string {
 	var b strings.Builder
 	b.WriteString("collective: deadlock: the multicast task lists are cyclic:")

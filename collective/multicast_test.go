@@ -146,7 +146,7 @@ func mcCheckPlan(t *testing.T, m *Model, mc *Multicast, p *Plan, algo Algorithm)
 
 func TestMulticastRandomProperties(t *testing.T) {
 	instances := 3000
-	if testing.Short() {
+	if testing.Short() || mcRace {
 		instances = 400
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -190,7 +190,11 @@ func TestMulticastLargerAgainstReference(t *testing.T) {
 		t.Skip("slow reference")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	for x := range 40 {
+	instances := 40
+	if mcRace {
+		instances = 8
+	}
+	for x := range instances {
 		n := 10 + rng.IntN(12)
 		m := mcRandomModel(rng, n)
 		mc := mcRandomPattern(rng, n, rng.IntN(2) == 0)
