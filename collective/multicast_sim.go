@@ -128,13 +128,45 @@ func SimulateMulticast(m *Model, p *Plan) (*Plan, error) {
 	q := *p
 	q.Tasks = append(make([]Task, 0, len(p.Tasks)), p.Tasks...)
 	c := newMCCosts(m)
-	sent := make([]bool, len(q.Tasks))
-	waiter := make([]int32, len(q.Tasks)) // node blocked on this receive, or -1
+	end := make([]float64, n)
+	err = mcWalk(&q, lists, off, func(v int, e mcEntry) {
+		t := &q.Tasks[e.task]
+		if e.send {
+			t.SendStart = end[v]
+			t.SendEnd = t.SendStart + c.send(v, t.Bytes)
+			t.Arrival = t.SendEnd + c.wire(v, t.Dst, t.Bytes)
+			end[v] = t.SendEnd
+			return
+		}
+		st := t.Arrival
+		if end[v] > st {
+			st = end[v]
+		}
+		t.RecvEnd = st + c.recv(v, t.Bytes)
+		end[v] = t.RecvEnd
+	})
+	if err != nil {
+		return nil, err
+	}
+	q.Predicted = 0
+	for _, t := range q.Tasks {
+		q.Predicted = math.Max(q.Predicted, t.RecvEnd)
+	}
+	return &q, nil
+}
+
+// mcWalk executes the task lists in an order that respects every
+// dependency (a node's list order, and a receive after its send), calling
+// visit for each task of each node, and fails with a
+// [*MulticastDeadlockError] if some lists wait on each other in a cycle.
+func mcWalk(p *Plan, lists []mcEntry, off []int, visit func(v int, e mcEntry)) error {
+	n := len(off) - 1
+	sent := make([]bool, len(p.Tasks))
+	waiter := make([]int32, len(p.Tasks)) // node blocked on this receive, or -1
 	for t := range waiter {
 		waiter[t] = -1
 	}
 	pos := append([]int(nil), off[:n]...)
-	end := make([]float64, n)
 	stack := make([]int32, 0, n)
 	for v := n - 1; v >= 0; v-- {
 		stack = append(stack, int32(v))
@@ -144,41 +176,26 @@ func SimulateMulticast(m *Model, p *Plan) (*Plan, error) {
 		stack = stack[:len(stack)-1]
 		for ; pos[v] < off[v+1]; pos[v]++ {
 			e := lists[pos[v]]
-			t := &q.Tasks[e.task]
+			if !e.send && !sent[e.task] {
+				waiter[e.task] = int32(v)
+				break
+			}
+			visit(v, e)
 			if e.send {
-				t.SendStart = end[v]
-				t.SendEnd = t.SendStart + c.send(v, t.Bytes)
-				t.Arrival = t.SendEnd + c.wire(v, t.Dst, t.Bytes)
-				end[v] = t.SendEnd
 				sent[e.task] = true
 				if w := waiter[e.task]; w >= 0 {
 					stack = append(stack, w)
 					waiter[e.task] = -1
 				}
-				continue
 			}
-			if !sent[e.task] {
-				waiter[e.task] = int32(v)
-				break
-			}
-			st := t.Arrival
-			if end[v] > st {
-				st = end[v]
-			}
-			t.RecvEnd = st + c.recv(v, t.Bytes)
-			end[v] = t.RecvEnd
 		}
 	}
 	for v := 0; v < n; v++ {
 		if pos[v] < off[v+1] {
-			return nil, mcDeadlock(&q, lists, pos, v)
+			return mcDeadlock(p, lists, pos, v)
 		}
 	}
-	q.Predicted = 0
-	for _, t := range q.Tasks {
-		q.Predicted = math.Max(q.Predicted, t.RecvEnd)
-	}
-	return &q, nil
+	return nil
 }
 
 // mcDeadlock follows "waits for" from blocked node v until a node repeats
@@ -209,6 +226,8 @@ func mcDeadlock(p *Plan, lists []mcEntry, pos []int, v int) error {
 //   - each node's SendSeq/RecvSeq positions number its tasks 0..len-1;
 //   - a relay forwards a message only after, in its list, the receive of
 //     that message;
+//   - the lists can be executed: no nodes wait on each other in a cycle
+//     (a [*MulticastDeadlockError]);
 //   - predicted times are finite and non-negative, each send ends no
 //     earlier than it starts, arrives no earlier than it ends, and is
 //     received no earlier than it arrives; along each node's list no task
@@ -225,8 +244,8 @@ func ValidateMulticast(mc *Multicast, p *Plan) error {
 		return fmt.Errorf("collective: nil multicast pattern")
 	}
 	n := p.Ranks
-	if n < 1 {
-		return fmt.Errorf("collective: multicast plan has %d ranks", n)
+	if n < 1 || n > MaxProblemRanks {
+		return fmt.Errorf("collective: multicast plan has %d ranks (want 1..%d)", n, MaxProblemRanks)
 	}
 	if err := mc.Validate(n); err != nil {
 		return err
@@ -310,6 +329,9 @@ func ValidateMulticast(mc *Multicast, p *Plan) error {
 			return fmt.Errorf("collective: multicast plan: node %d forwards message %d to node %d (task %d, position %d of its list) before it receives it (task %d, position %d)",
 				task.Src, task.Message, task.Dst, t, task.SendSeq, u, rs)
 		}
+	}
+	if err := mcWalk(p, lists, off, func(int, mcEntry) {}); err != nil {
+		return err
 	}
 	last := 0.0
 	for t, task := range p.Tasks {

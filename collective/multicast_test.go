@@ -475,7 +475,7 @@ func TestValidateMulticastRejects(t *testing.T) {
 		}, "plan kind is \"alltoall\""},
 		"no ranks": {func(p *Plan) {
 			p.Ranks = 0
-		}, "0 ranks"},
+		}, "0 ranks (want 1..4096)"},
 		"pattern larger than the plan": {func(p *Plan) {
 			p.Ranks = 3
 		}, "out of range [0,3)"},
@@ -522,6 +522,64 @@ func TestSimulateMulticastDeadlock(t *testing.T) {
 	_, err = SimulateMulticast(m, p)
 	require.ErrorAs(t, err, &dl)
 	require.ElementsMatch(t, []int{0, 1, 2}, dl.Nodes)
+}
+
+// TestValidateMulticastDeadlock: with zero costs, cyclic lists can carry
+// consistent (all zero) times; the validator still rejects them.
+func TestValidateMulticastDeadlock(t *testing.T) {
+	mc := &Multicast{Messages: []Message{{Source: 0, Bytes: 1, Dests: []int{1}}, {Source: 1, Bytes: 1, Dests: []int{0}}}}
+	p := &Plan{Kind: KindMulticast, Ranks: 2, Tasks: []Task{
+		{Message: 0, Src: 0, Dst: 1, Bytes: 1, SendSeq: 1, RecvSeq: 0},
+		{Message: 1, Src: 1, Dst: 0, Bytes: 1, SendSeq: 1, RecvSeq: 0},
+	}}
+	err := ValidateMulticast(mc, p)
+	var dl *MulticastDeadlockError
+	require.ErrorAs(t, err, &dl)
+	require.ElementsMatch(t, []int{0, 1}, dl.Nodes)
+	// The same lists in a workable order pass.
+	for x := range p.Tasks {
+		p.Tasks[x].SendSeq, p.Tasks[x].RecvSeq = 0, 1 // each node sends, then receives
+	}
+	require.NoError(t, ValidateMulticast(mc, p))
+
+	p.Ranks = MaxProblemRanks + 1
+	require.ErrorContains(t, ValidateMulticast(mc, p), "ranks (want 1..4096)")
+}
+
+// FuzzMulticastPlan feeds arbitrary plan JSON to the validator and the
+// simulator of the worked example: neither may panic, and a plan the
+// validator accepts must run without deadlock and still validate with the
+// simulated times.
+func FuzzMulticastPlan(f *testing.F) {
+	m, mc := mcExample()
+	for _, algo := range Algorithms(KindMulticast) {
+		p, err := PlanMulticast(m, mc, algo, Options{Seed: mcExampleSeed})
+		require.NoError(f, err)
+		b, err := json.Marshal(p)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"kind":"multicast","ranks":4,"ops":[{"message":0,"src":0,"dst":1,"send_seq":1,"recv_seq":0}]}`))
+	f.Add([]byte(`{"kind":"multicast","ranks":1000000000,"ops":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var p Plan
+		if json.Unmarshal(data, &p) != nil {
+			return
+		}
+		if err := ValidateMulticast(mc, &p); err != nil {
+			return
+		}
+		if p.Ranks != m.Size() {
+			return
+		}
+		sim, err := SimulateMulticast(m, &p)
+		if err != nil {
+			t.Fatalf("a validated plan does not simulate: %v", err)
+		}
+		if err := ValidateMulticast(mc, sim); err != nil {
+			t.Fatalf("the simulated plan is invalid: %v", err)
+		}
+	})
 }
 
 func TestSimulateMulticastRejects(t *testing.T) {
