@@ -282,6 +282,18 @@ func (p *mcPlanner) eval(j, i int, r int32, c *mcCand) {
 	*c = mcCand{ct: st + p.c.recv(i, l), start: st, sa: sa, se: se, arr: arr, rank: r, j: int32(j), slot: slot}
 }
 
+// ctOf is eval's completion time alone.
+func (p *mcPlanner) ctOf(j, i int, r int32) float64 {
+	l := p.bytes[r]
+	s := p.c.send(j, l)
+	sa, _ := p.start(j, r, s)
+	st := (sa + s) + p.c.wire(j, i, l)
+	if rai := p.tail[i]; rai > st {
+		st = rai
+	}
+	return st + p.c.recv(i, l)
+}
+
 // tieWins reports whether sending rank r from j beats sending rank br from
 // bj when both complete at the same time: message order, then the
 // message's source before relays, then the lower relay index.
@@ -565,8 +577,8 @@ func (p *mcPlanner) runECF() {
 				stale(i)
 			}
 			if hasBit(p.sr[i*w:i*w+w], rs) {
-				p.eval(gi, i, rs, &c)
-				if p.better(&c, &cand[i]) {
+				if ct := p.ctOf(gi, i, rs); ct < cand[i].ct || (ct == cand[i].ct && p.tieWins(rs, is, cand[i].rank, cand[i].j)) {
+					p.eval(gi, i, rs, &c)
 					cand[i], exact[i] = c, true
 				}
 			}
