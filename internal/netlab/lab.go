@@ -164,16 +164,25 @@ func Up(ctx context.Context, t *Topology, cfg Config) (*Lab, error) {
 	if err := l.writeState(); err != nil {
 		return nil, err
 	}
-	for _, c := range l.r.upCommands(l.Prefix) {
-		if _, err := run(ctx, cfg.Log, c); err != nil {
-			// Clean up even if ctx is what failed.
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			derr := Down(dctx, l.Name, cfg)
-			cancel()
-			return nil, errors.Join(err, derr)
-		}
+	if err := l.apply(ctx, l.r.upCommands(l.Prefix)); err != nil {
+		return nil, err
 	}
 	return l, nil
+}
+
+// apply runs cmds in order; on the first failure it takes the lab down and
+// returns the failure (and any error of the teardown).
+func (l *Lab) apply(ctx context.Context, cmds []Command) error {
+	for _, c := range cmds {
+		if _, err := run(ctx, l.cfg.Log, c); err != nil {
+			// Clean up even if ctx is what failed.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			derr := Down(dctx, l.Name, l.cfg)
+			cancel()
+			return errors.Join(err, derr)
+		}
+	}
+	return nil
 }
 
 func (l *Lab) stateDir() string { return filepath.Join(l.cfg.stateDir(), l.Prefix) }
