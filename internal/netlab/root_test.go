@@ -185,6 +185,16 @@ func TestRootSwitch8(t *testing.T) {
 	needRoot(t)
 	l := upLab(t, loadShipped(t, "switch8.json"))
 	checkAddrs(t, l)
+	// The agent, as hetrun calls it: AGENT HOST COMMAND, by address or name.
+	for _, host := range []string{"10.77.1.3", "root@h3"} {
+		out, err := exec.Command(l.AgentPath(), host, "uname -n; ip -4 -o addr show dev eth0").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.True(t, strings.HasPrefix(string(out), "h3\n"), "%s", out)
+		require.Contains(t, string(out), "inet 10.77.1.3/24")
+	}
+	out, err := exec.Command(l.AgentPath(), "10.77.1.99", "true").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "has no host or address 10.77.1.99")
 	flows := []flow{
 		{"h3", "h4", "10.77.1.4"}, // 100 out, 50 in: ingress-limited
 		{"h4", "h3", "10.77.1.3"}, // the other way: 100
@@ -411,4 +421,37 @@ func TestRootUpFailureCleansUp(t *testing.T) {
 	require.ErrorIs(t, err, ErrExists)
 	require.NoError(t, Down(context.Background(), l.Name, cfg))
 	assertGone(t, l)
+}
+
+// TestRootHetrunSwitch8 runs the brief's end-to-end check: hetrun starts 8
+// ranks of examples/alltoallv through the lab's agent, one per host of
+// switch8, and rank 0's coordinator is reached inside the lab.
+func TestRootHetrunSwitch8(t *testing.T) {
+	needRoot(t)
+	if testing.Short() {
+		t.Skip("netlab: builds hetrun and an example; skipped with -short")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("netlab: go not in PATH")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	l := upLab(t, loadShipped(t, "switch8.json"))
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, goTool, "build", "-o", filepath.Join(dir, "hetrun"), "./cmd/hetrun")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "hetrun"), "-n", "8", "--hosts", strings.Join(l.Addrs(), ","),
+		"--rsh", l.AgentPath(), "--build-dir", dir, "./examples/alltoallv", "-seed", "1", "-max", "1048576", "-algo", "openshop")
+	cmd.Dir = root
+	out, err = cmd.CombinedOutput()
+	t.Logf("hetrun in %v:\n%s", time.Since(start).Round(time.Millisecond), out)
+	require.NoError(t, err)
+	require.Contains(t, string(out), "[0] alltoallv: OK: 8 ranks")
 }
