@@ -317,6 +317,33 @@ func (l *Lab) ExecArgs(host string, argv ...string) ([]string, error) {
 	return append(args, argv...), nil
 }
 
+// Env returns the variables that exec and the agent add for a command on
+// host: NETLAB_LAB (the prefix), NETLAB_HOST, NETLAB_ADDRS (its NICs'
+// addresses, comma-separated) and, when getenv("NETLAB_RAILS") is set and
+// getenv("HETCOMM_RAILS") is not, HETCOMM_RAILS: one hetcomm rail per NIC,
+// the NIC whose address host names first.
+func (l *Lab) Env(host string, getenv func(string) string) ([]string, error) {
+	h, err := l.host(host)
+	if err != nil {
+		return nil, err
+	}
+	host = host[strings.LastIndexByte(host, '@')+1:]
+	var addrs, rails []string
+	for _, a := range l.r.addrs[h] {
+		addrs = append(addrs, a.String())
+		if a.String() == host {
+			rails = append([]string{host}, rails...)
+		} else {
+			rails = append(rails, a.String())
+		}
+	}
+	env := []string{"NETLAB_LAB=" + l.Prefix, "NETLAB_HOST=" + l.Topology.Hosts[h].Name, "NETLAB_ADDRS=" + strings.Join(addrs, ",")}
+	if getenv("NETLAB_RAILS") != "" && getenv("HETCOMM_RAILS") == "" {
+		env = append(env, "HETCOMM_RAILS="+strings.Join(rails, ","))
+	}
+	return env, nil
+}
+
 // Command returns an *exec.Cmd that runs argv in host's namespace (see
 // ExecArgs). The caller sets its I/O and starts it.
 func (l *Lab) Command(ctx context.Context, host string, argv ...string) (*exec.Cmd, error) {
@@ -593,11 +620,23 @@ case "$host" in
 		for _, a := range r.addrs[i] {
 			alts = append(alts, a.String())
 		}
-		fmt.Fprintf(&b, "%s) ns=%s; name=%s ;;\n", strings.Join(alts, "|"), shellQuote(HostNamespace(prefix, h.Name)), h.Name)
+		fmt.Fprintf(&b, "%s) ns=%s; name=%s; addrs=%s ;;\n", strings.Join(alts, "|"), shellQuote(HostNamespace(prefix, h.Name)), h.Name, strings.Join(alts[1:], ","))
 	}
 	fmt.Fprintf(&b, `*) echo "netlab agent: lab %s has no host or address $host" >&2; exit 255 ;;
 esac
+# What the command may want to know. With NETLAB_RAILS set (e.g. in
+# hetrun's environment), a multi-NIC host gets one hetcomm rail per NIC,
+# the addressed NIC first, unless HETCOMM_RAILS is set.
+export NETLAB_LAB=%s NETLAB_HOST="$name" NETLAB_ADDRS="$addrs"
+if [ -n "${NETLAB_RAILS:-}" ] && [ -z "${HETCOMM_RAILS:-}" ]; then
+	rails=
+	case ",$addrs," in *",$host,"*) rails=$host ;; esac
+	IFS=,
+	for a in $addrs; do [ "$a" = "$host" ] || rails=${rails:+$rails,}$a; done
+	unset IFS
+	export HETCOMM_RAILS="$rails"
+fi
 exec %s netns exec "$ns" %s --uts sh -c 'echo "$0" > /proc/sys/kernel/hostname && exec sh -c "$1"' "$name" "$*"
-`, prefix, shellQuote(ip), shellQuote(unshare))
+`, prefix, prefix, shellQuote(ip), shellQuote(unshare))
 	return b.String()
 }

@@ -366,6 +366,10 @@ and exits with its status.`, stderr)
 	if err != nil {
 		return fail(stderr, fmt.Errorf("netlab: %w", err))
 	}
-	err = syscall.Exec(path, full, os.Environ())
+	env, err := l.Env(host, os.Getenv)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	err = syscall.Exec(path, full, append(os.Environ(), env...))
 	return fail(stderr, fmt.Errorf("netlab: exec %s: %w", path, err))
 }
