@@ -297,11 +297,12 @@ func TestRootGUSTO5(t *testing.T) {
 func TestRootLoss(t *testing.T) {
 	needRoot(t)
 	const loss = 10.0
-	topo, err := ParseBytes([]byte(`{"name": "loss", "bridges": [{"name": "lan"}], "hosts": [
+	topo, err := ParseBytes([]byte(`{"name": "loss", "congestion_control": "reno", "bridges": [{"name": "lan"}], "hosts": [
 		{"name": "a", "nics": [{"bridge": "lan", "rate_out": 100, "rate_in": 100}]},
 		{"name": "b", "nics": [{"bridge": "lan", "rate_out": 100, "rate_in": 100, "loss": 10}]}]}`))
 	require.NoError(t, err)
 	l := upLab(t, topo)
+	checkAddrs(t, l) // also checks that reno is set
 	rules, err := run(context.Background(), nil, Command{Args: []string{"ip", "netns", "exec", l.SwitchNamespace(), "nft", "list", "ruleset"}})
 	require.NoError(t, err)
 	require.Contains(t, rules, "numgen random mod 10000 < 1000 drop")
