@@ -306,6 +306,10 @@ func (p probePort) Recv(ctx context.Context, peer, tag int) ([]byte, error) {
 	b, _, err := p.c.Recv(ctx, peer, tag)
 	return b, err
 }
+func (p probePort) Probe(ctx context.Context, peer, tag int) error {
+	_, err := p.c.Probe(ctx, peer, tag)
+	return err
+}
 func (p probePort) Barrier(ctx context.Context) error { return p.c.Barrier(ctx) }
 func (p probePort) Gather(ctx context.Context, root int, data []byte) ([][]byte, error) {
 	return p.c.Gatherv(ctx, root, data)

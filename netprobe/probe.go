@@ -23,6 +23,9 @@ type Port interface {
 	// from peer with that tag.
 	Send(ctx context.Context, peer, tag int, data []byte) error
 	Recv(ctx context.Context, peer, tag int) ([]byte, error)
+	// Probe waits until a message from peer with tag can be received,
+	// without receiving it.
+	Probe(ctx context.Context, peer, tag int) error
 	Barrier(ctx context.Context) error
 	Gather(ctx context.Context, root int, data []byte) ([][]byte, error)
 	Bcast(ctx context.Context, root int, data []byte) ([]byte, error)
@@ -43,11 +46,14 @@ type Config struct {
 	// MinLargest is the size every sweep reaches at least (unless the
 	// budget stops it), so the bandwidth is measured on transfers much
 	// larger than any token-bucket burst or TCP's initial window. 0 means
-	// 256 KiB.
+	// 128 KiB.
 	MinLargest int64
+	// ExtraReps repeats the largest size of a sweep this many more times:
+	// it weighs most in the rate. 0 means 2.
+	ExtraReps int
 	// MinTime is how long the largest transfer of a sweep must take at
 	// least (unless MaxBytes or the budget stops it), so that scheduling
-	// jitter is small next to it. 0 means 10 ms.
+	// jitter and TCP's slow start are small next to it. 0 means 30 ms.
 	MinTime time.Duration
 	// Dominance: a sweep stops once a transfer takes this many times the
 	// smallest message's time. 0 means 8.
@@ -70,7 +76,10 @@ func (c Config) withDefaults() Config {
 		c.MaxBytes = 16 << 20
 	}
 	if c.MinLargest <= 0 {
-		c.MinLargest = 256 << 10
+		c.MinLargest = 128 << 10
+	}
+	if c.ExtraReps <= 0 {
+		c.ExtraReps = 2
 	}
 	if c.MinLargest > c.MaxBytes {
 		c.MinLargest = c.MaxBytes
@@ -79,7 +88,7 @@ func (c Config) withDefaults() Config {
 		c.Dominance = 8
 	}
 	if c.MinTime <= 0 {
-		c.MinTime = 10 * time.Millisecond
+		c.MinTime = 30 * time.Millisecond
 	}
 	if c.Budget <= 0 {
 		c.Budget = 300 * time.Millisecond
@@ -308,6 +317,22 @@ func measure(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (Fit
 	var samples, sends []Sample
 	sw := Sweep{MinBytes: cfg.MinBytes, MaxBytes: cfg.MaxBytes, Dominance: cfg.Dominance, Budget: cfg.Budget.Seconds()}
 	var largest int64
+	send := func(m int64) (float64, error) {
+		t0 := time.Now()
+		if err := p.Send(ctx, peer, tagData, buf[:m]); err != nil {
+			return 0, err
+		}
+		t1 := time.Now()
+		if _, err := p.Recv(ctx, peer, tagAck); err != nil {
+			return 0, err
+		}
+		oneWay := time.Since(t0).Seconds() - rtt/2
+		samples = append(samples, Sample{m, oneWay})
+		if m <= overheadMaxBytes {
+			sends = append(sends, Sample{m, t1.Sub(t0).Seconds()})
+		}
+		return oneWay, nil
+	}
 	for {
 		m, ok := sw.Next()
 		if !ok {
@@ -315,26 +340,32 @@ func measure(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (Fit
 			if (largest >= cfg.MinLargest && sw.lastT >= cfg.MinTime.Seconds()) || largest*4 > cfg.MaxBytes || sw.lastT*4 > sw.Budget {
 				break
 			}
-			m, sw.done = largest*4, false
+			// Grow toward the size that meets both floors, predicted from
+			// the last transfer's time, and no further: slow links cost most.
+			need := cfg.MinLargest
+			if sw.lastT > 0 {
+				if byTime := int64(float64(largest) * cfg.MinTime.Seconds() / sw.lastT * 1.2); byTime > need {
+					need = byTime
+				}
+			}
+			m, sw.done = min(largest*4, max(need, largest+1), cfg.MaxBytes), false
 			sw.last = m
 		}
 		largest = m
 		best := math.Inf(1)
 		for rep := 0; rep < cfg.Reps; rep++ {
-			t0 := time.Now()
-			if err := p.Send(ctx, peer, tagData, buf[:m]); err != nil {
+			t, err := send(m)
+			if err != nil {
 				return Fit{}, nil, err
 			}
-			t1 := time.Now()
-			if _, err := p.Recv(ctx, peer, tagAck); err != nil {
-				return Fit{}, nil, err
-			}
-			oneWay := time.Since(t0).Seconds() - rtt/2
-			samples = append(samples, Sample{m, oneWay})
-			best = math.Min(best, oneWay)
-			sends = append(sends, Sample{m, t1.Sub(t0).Seconds()})
+			best = math.Min(best, t)
 		}
 		sw.Observe(best)
+	}
+	for rep := 0; rep < cfg.ExtraReps && largest > 0; rep++ {
+		if _, err := send(largest); err != nil {
+			return Fit{}, nil, err
+		}
 	}
 	// An empty data message ends the sweep (data messages are never empty).
 	if err := p.Send(ctx, peer, tagData, nil); err != nil {
@@ -372,12 +403,20 @@ func fitProbe(samples []Sample, oneWaySmall float64) (Fit, error) {
 	return f, nil
 }
 
+// overheadMaxBytes bounds the sizes the send and receive overheads are
+// fitted on: beyond a socket buffer, a Send call also waits for the
+// transmission, which is not overhead.
+const overheadMaxBytes = 64 << 10
+
 // echo answers every message from peer with a one-byte acknowledgement
 // until peer says it is done. It returns receive-overhead samples: how
-// long each Recv call took once its message was there.
+// long each Recv call took once its message had arrived.
 func echo(ctx context.Context, p Port, peer int, buf []byte) ([]Sample, error) {
 	var samples []Sample
 	for {
+		if err := p.Probe(ctx, peer, tagData); err != nil {
+			return nil, err
+		}
 		t0 := time.Now()
 		data, err := p.Recv(ctx, peer, tagData)
 		if err != nil {
@@ -386,7 +425,9 @@ func echo(ctx context.Context, p Port, peer int, buf []byte) ([]Sample, error) {
 		if len(data) == 0 { // the sweep is over
 			return samples, nil
 		}
-		samples = append(samples, Sample{int64(len(data)), time.Since(t0).Seconds()})
+		if len(data) <= overheadMaxBytes {
+			samples = append(samples, Sample{int64(len(data)), time.Since(t0).Seconds()})
+		}
 		if err := p.Send(ctx, peer, tagAck, buf[:1]); err != nil {
 			return nil, err
 		}
