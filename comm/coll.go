@@ -22,12 +22,15 @@ const (
 	opSplit
 	opTimeline
 	opCounts
+	opMulticast
+	opRedistribute
 )
 
 var opNames = map[uint16]string{
 	opBarrier: "Barrier", opBcast: "Bcast", opGather: "Gather", opScatter: "Scatter",
 	opAllgather: "Allgather", opReduce: "Reduce", opAllreduce: "Allreduce",
 	opAlltoallv: "Alltoallv", opSplit: "Split", opTimeline: "Timeline", opCounts: "Alltoallv",
+	opMulticast: "Multicast", opRedistribute: "Redistribute",
 }
 
 func opName(op uint16) string {
@@ -78,7 +81,13 @@ func (k *coll) isend(dst int, data []byte) (func() error, error) {
 }
 
 func (k *coll) isendMode(dst int, data []byte, forceEager bool) (func() error, error) {
-	p, err := k.c.startSendMode(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data, forceEager)
+	return k.isendSeq(dst, data, forceEager, 0)
+}
+
+// isendSeq is isend with a message sequence number the receiver can ask
+// for (see recvSeq).
+func (k *coll) isendSeq(dst int, data []byte, forceEager bool, useq uint64) (func() error, error) {
+	p, err := k.c.startSendMode(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data, forceEager, useq)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +111,12 @@ func (k *coll) recv(src int) ([]byte, error) {
 }
 
 func (k *coll) finish(r *recvReq) ([]byte, error) { return k.finishInto(r, nil) }
+
+// postSeq posts a receive of this collective's message number useq from
+// rank src, whatever order src sends its messages in.
+func (k *coll) postSeq(src int, useq uint64) *recvReq {
+	return k.c.w.post(collCtx(k.c.id), k.c.group[src], k.tag, int64(useq), false)
+}
 
 // finishInto completes a collective receive into buf when it is large
 // enough (a new slice otherwise).

@@ -34,10 +34,11 @@ type Comm struct {
 	breakErr  atomic.Pointer[error]
 	closed    atomic.Bool
 
-	planMu   sync.Mutex
-	planKey  string
-	plan     *collective.Plan
-	timeline *Timeline
+	planMu     sync.Mutex
+	planKey    string
+	plan       *collective.Plan
+	timeline   *Timeline
+	mcTimeline *multicastTimeline
 }
 
 func (w *world) newComm(id uint32, group []int, myWorldRank int) *Comm {

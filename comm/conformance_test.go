@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/collective"
 )
@@ -196,4 +200,86 @@ func TestAlltoallvRecvBuffers(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+func TestMulticast(t *testing.T) {
+	for _, tr := range []string{"mem", "tcp"} {
+		for _, n := range []int{1, 2, 4, 7} {
+			t.Run(fmt.Sprintf("transport=%s/ranks=%d", tr, n), func(t *testing.T) {
+				comms := startWorld(t, n, tr, func(c *Config) { c.EagerLimit = 4096 })
+				ctx := context.Background()
+				// All-to-all broadcast plus a few odd ones: an empty message,
+				// a message with no destination, two messages from one source.
+				mkMsgs := func(n int, me int) []MulticastMsg {
+					var msgs []MulticastMsg
+					for s := 0; s < n; s++ {
+						var dests []int
+						for d := 0; d < n; d++ {
+							if d != s {
+								dests = append(dests, d)
+							}
+						}
+						msgs = append(msgs, MulticastMsg{Source: s, Dests: dests})
+					}
+					msgs = append(msgs, MulticastMsg{Source: 0, Dests: nil})
+					if n > 1 {
+						msgs = append(msgs, MulticastMsg{Source: n - 1, Dests: []int{0}})
+					}
+					for k := range msgs {
+						if msgs[k].Source == me {
+							msgs[k].Data = pattern(msgs[k].Source, k, 11, []int{20000, 0, 7}[k%3])
+						}
+					}
+					return msgs
+				}
+				for _, algo := range append(collective.Algorithms(collective.KindMulticast), collective.Auto, Naive) {
+					onAll(t, comms, func(c *Comm) error {
+						msgs := mkMsgs(n, c.Rank())
+						got, err := c.MulticastWith(ctx, msgs, MulticastOptions{Algorithm: algo})
+						if err != nil {
+							return fmt.Errorf("%s: %w", algo, err)
+						}
+						for k, m := range msgs {
+							mine := m.Source == c.Rank()
+							for _, d := range m.Dests {
+								mine = mine || d == c.Rank()
+							}
+							want := pattern(m.Source, k, 11, []int{20000, 0, 7}[k%3])
+							if mine && !bytes.Equal(got[k], want) {
+								return fmt.Errorf("%s: message %d wrong (%d bytes)", algo, k, len(got[k]))
+							}
+							if !mine && got[k] != nil {
+								return fmt.Errorf("%s: message %d delivered to a non-destination", algo, k)
+							}
+						}
+						return nil
+					})
+				}
+			})
+		}
+	}
+}
+
+func TestMulticastMismatch(t *testing.T) {
+	comms := startWorld(t, 2, "mem", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for r, c := range comms {
+		wg.Add(1)
+		go func(r int, c *Comm) {
+			defer wg.Done()
+			msgs := []MulticastMsg{{Source: 0, Dests: []int{1}, Data: []byte("x")}}
+			if r == 1 {
+				msgs[0].Dests = []int{} // another pattern
+			}
+			_, errs[r] = c.Multicast(ctx, msgs)
+		}(r, c)
+	}
+	wg.Wait()
+	require.ErrorIs(t, errs[0], ErrMismatch)
+	require.ErrorIs(t, errs[1], ErrMismatch)
+	_, err := comms[0].Multicast(ctx, []MulticastMsg{{Source: 0, Dests: []int{0}}})
+	require.ErrorIs(t, err, ErrArgument)
 }

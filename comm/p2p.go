@@ -40,22 +40,23 @@ type pending struct {
 // eager, a rendezvous request otherwise. The order of envelopes is the
 // order in which messages match receives.
 func (c *Comm) startSend(ctx context.Context, dst int, ctxID uint32, tag int32, flags uint16, data []byte) (*pending, error) {
-	return c.startSendMode(ctx, dst, ctxID, tag, flags, data, false)
+	return c.startSendMode(ctx, dst, ctxID, tag, flags, data, false, 0)
 }
 
 // startSendMode is startSend; forceEager sends the message eagerly whatever
-// its size (the caller bounds it).
-func (c *Comm) startSendMode(ctx context.Context, dst int, ctxID uint32, tag int32, flags uint16, data []byte, forceEager bool) (*pending, error) {
+// its size (the caller bounds it); useq is the message's sequence number,
+// which a receive may ask for.
+func (c *Comm) startSendMode(ctx context.Context, dst int, ctxID uint32, tag int32, flags uint16, data []byte, forceEager bool, useq uint64) (*pending, error) {
 	w := c.w
 	g := c.group[dst]
 	if g == w.rank {
 		cp := make([]byte, len(data))
 		copy(cp, data)
-		w.deliver(ctxID, &inMsg{src: g, tag: tag, flags: flags, data: cp})
+		w.deliver(ctxID, &inMsg{src: g, tag: tag, flags: flags, data: cp, useq: useq})
 		return &pending{}, nil
 	}
 	if lim := w.cfg.EagerLimit; forceEager || lim < 0 || len(data) <= lim {
-		return &pending{}, w.sendMsg(ctx, g, transport.Header{Type: transport.MsgEager, Comm: ctxID, Tag: tag, Flags: flags}, data)
+		return &pending{}, w.sendMsg(ctx, g, transport.Header{Type: transport.MsgEager, Comm: ctxID, Tag: tag, Flags: flags, Seq: useq}, data)
 	}
 	if int64(len(data)) > c.maxMessage() {
 		return nil, &ArgError{Op: "send", Arg: "data", Msg: fmt.Sprintf("%d bytes is above the %d-byte message limit", len(data), c.maxMessage())}
@@ -63,9 +64,10 @@ func (c *Comm) startSendMode(ctx context.Context, dst int, ctxID uint32, tag int
 	id := w.nextID.Add(1)
 	p := &pending{rndv: true, dst: g, key: slotKey{slotCTS, g, ctxID, tag, id}, data: data, ctx: ctxID, tag: tag}
 	p.s = w.getSlot(p.key, nil)
-	var size [8]byte
-	binary.BigEndian.PutUint64(size[:], uint64(len(data)))
-	if err := w.sendMsg(ctx, g, transport.Header{Type: transport.MsgRTS, Comm: ctxID, Tag: tag, Flags: flags, Seq: id}, size[:]); err != nil {
+	var rts [16]byte
+	binary.BigEndian.PutUint64(rts[:], uint64(len(data)))
+	binary.BigEndian.PutUint64(rts[8:], useq)
+	if err := w.sendMsg(ctx, g, transport.Header{Type: transport.MsgRTS, Comm: ctxID, Tag: tag, Flags: flags, Seq: id}, rts[:]); err != nil {
 		w.dropSlot(p.key)
 		return nil, err
 	}
@@ -103,7 +105,7 @@ func (c *Comm) postRecv(ctxID uint32, src int, tag int32) *recvReq {
 	if src != AnySource {
 		g = c.group[src]
 	}
-	return c.w.post(ctxID, g, tag, false)
+	return c.w.post(ctxID, g, tag, -1, false)
 }
 
 // finishRecv waits for a posted receive and completes a rendezvous. With
@@ -394,7 +396,7 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 	if src != AnySource {
 		g = c.group[src]
 	}
-	r := c.w.post(p2pCtx(c.id), g, userTag(tag), true)
+	r := c.w.post(p2pCtx(c.id), g, userTag(tag), -1, true)
 	var watch *Comm
 	if g == anySource {
 		watch = c
@@ -425,7 +427,7 @@ func (c *Comm) Iprobe(src, tag int) (bool, Status, error) {
 	if src != AnySource {
 		g = c.group[src]
 	}
-	probe := &recvReq{src: g, tag: userTag(tag)}
+	probe := &recvReq{src: g, tag: userTag(tag), useq: -1}
 	w := c.w
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -64,12 +64,14 @@ type inMsg struct {
 	rndv  bool
 	id    uint64 // rendezvous id
 	size  int64  // rendezvous size
+	useq  uint64 // the sender's per-message sequence number (collectives)
 }
 
 // recvReq is a posted receive or probe.
 type recvReq struct {
 	src   int // world rank or anySource
 	tag   int32
+	useq  int64 // the message's sequence number, or -1 for any
 	probe bool
 	done  chan struct{}
 	msg   *inMsg
@@ -299,7 +301,7 @@ func (p probePort) Size() int { return p.c.Size() }
 // crosses the wire the same way (a rendezvous would add a round trip to
 // the large ones only and bend the fitted line).
 func (p probePort) Send(ctx context.Context, peer, tag int, data []byte) error {
-	_, err := p.c.startSendMode(ctx, peer, p2pCtx(p.c.id), int32(tag), 0, data, true)
+	_, err := p.c.startSendMode(ctx, peer, p2pCtx(p.c.id), int32(tag), 0, data, true, 0)
 	return err
 }
 func (p probePort) Recv(ctx context.Context, peer, tag int) ([]byte, error) {
@@ -824,14 +826,15 @@ func (w *world) readLoop(peer int, l transport.Link) {
 		h := m.Header
 		switch h.Type {
 		case transport.MsgEager:
-			w.deliver(h.Comm, &inMsg{src: peer, tag: h.Tag, flags: h.Flags, data: m.Payload})
+			w.deliver(h.Comm, &inMsg{src: peer, tag: h.Tag, flags: h.Flags, data: m.Payload, useq: h.Seq})
 		case transport.MsgRTS:
-			if len(m.Payload) != 8 {
+			if len(m.Payload) != 16 {
 				w.protocolError(peer, fmt.Sprintf("rendezvous request of %d bytes", len(m.Payload)))
 				continue
 			}
 			size := int64(binary.BigEndian.Uint64(m.Payload))
-			w.deliver(h.Comm, &inMsg{src: peer, tag: h.Tag, flags: h.Flags, rndv: true, id: h.Seq, size: size})
+			useq := binary.BigEndian.Uint64(m.Payload[8:])
+			w.deliver(h.Comm, &inMsg{src: peer, tag: h.Tag, flags: h.Flags, rndv: true, id: h.Seq, size: size, useq: useq})
 		case transport.MsgCTS:
 			w.fire(slotKey{slotCTS, peer, h.Comm, h.Tag, h.Seq}, nil, 0)
 		case transport.MsgRndvData:
@@ -1114,7 +1117,7 @@ func (w *world) queue(ctxID uint32) *mqueue {
 }
 
 func matches(r *recvReq, m *inMsg) bool {
-	return (r.src == anySource || r.src == m.src) && (r.tag == anyTag || r.tag == m.tag)
+	return (r.src == anySource || r.src == m.src) && (r.tag == anyTag || r.tag == m.tag) && (r.useq < 0 || uint64(r.useq) == m.useq)
 }
 
 // deliver matches an arriving message with the oldest matching posted
@@ -1146,8 +1149,8 @@ func (w *world) deliver(ctxID uint32, m *inMsg) {
 
 // post posts a receive (or a probe, which does not consume): it matches
 // the oldest matching queued message, or waits.
-func (w *world) post(ctxID uint32, src int, tag int32, probe bool) *recvReq {
-	r := &recvReq{src: src, tag: tag, probe: probe, done: make(chan struct{})}
+func (w *world) post(ctxID uint32, src int, tag int32, useq int64, probe bool) *recvReq {
+	r := &recvReq{src: src, tag: tag, useq: useq, probe: probe, done: make(chan struct{})}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queue(ctxID)
