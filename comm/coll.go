@@ -24,13 +24,14 @@ const (
 	opCounts
 	opMulticast
 	opRedistribute
+	opBackbone
 )
 
 var opNames = map[uint16]string{
 	opBarrier: "Barrier", opBcast: "Bcast", opGather: "Gather", opScatter: "Scatter",
 	opAllgather: "Allgather", opReduce: "Reduce", opAllreduce: "Allreduce",
 	opAlltoallv: "Alltoallv", opSplit: "Split", opTimeline: "Timeline", opCounts: "Alltoallv",
-	opMulticast: "Multicast", opRedistribute: "Redistribute",
+	opMulticast: "Multicast", opRedistribute: "Redistribute", opBackbone: "ProbeBackbone",
 }
 
 func opName(op uint16) string {

@@ -39,6 +39,7 @@ type Comm struct {
 	plan       *collective.Plan
 	timeline   *Timeline
 	mcTimeline *multicastTimeline
+	backbone   map[string]int // ProbeBackbone results by group pair
 }
 
 func (w *world) newComm(id uint32, group []int, myWorldRank int) *Comm {

@@ -1,0 +1,511 @@
+package comm
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/transport"
+)
+
+// RedistributeOptions tunes one Redistribute call. Every rank passes the
+// same options.
+type RedistributeOptions struct {
+	// Algorithm is collective.OGGP (""), collective.GGP or
+	// collective.BruteForce (every transfer at once).
+	Algorithm collective.Algorithm
+	// K is how many transfers the backbone carries at once at full speed.
+	// 0 means: measured by ProbeBackbone on this pair of groups (cached),
+	// or min(senders, receivers) when there is no model.
+	K int
+	// Barrier separates the steps with a barrier, as the paper does.
+	// Without it a transfer waits only for the earlier transfers of its
+	// own sender and receiver (the weaker dependencies the paper leaves as
+	// future work); the backbone may then briefly carry more than K.
+	Barrier bool
+	// Rate is the speed of one transfer in bytes per second and Setup the
+	// cost of a step in seconds (beta). 0 means derived from the model:
+	// the median bandwidth and twice the median latency between the groups.
+	Rate, Setup float64
+}
+
+// Redistribute moves data from the ranks in senders to the ranks in
+// receivers (disjoint groups of this communicator), as in a code coupling
+// where one cluster hands its data to the other through a backbone: a
+// sender passes send[j], its data for receivers[j]; a receiver gets, in
+// the result, one buffer per sender. The transfers are planned with the
+// redistribution planners (OGGP by default) from the real sizes, and
+// executed step by step, large pairs split across steps. Every rank of
+// the communicator calls it; ranks in neither group get nil.
+func (c *Comm) Redistribute(ctx context.Context, senders, receivers []int, send [][]byte, o RedistributeOptions) ([][]byte, error) {
+	n := c.Size()
+	si, ri, err := redistributeGroups(n, senders, receivers)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := si[c.rank]; ok && len(send) != len(receivers) {
+		return nil, &ArgError{Op: "Redistribute", Arg: "send", Msg: fmt.Sprintf("sender %d passed %d buffers for %d receivers", s, len(send), len(receivers))}
+	}
+	algo := o.Algorithm
+	if algo == "" {
+		algo = collective.OGGP
+	}
+	if collective.KindOf(algo) != collective.KindRedistribute {
+		return nil, &ArgError{Op: "Redistribute", Arg: "algorithm", Msg: fmt.Sprintf("unknown %q (want %v)", algo, collective.Algorithms(collective.KindRedistribute))}
+	}
+	if o.K < 0 || o.Rate < 0 || o.Setup < 0 {
+		return nil, &ArgError{Op: "Redistribute", Arg: "options", Msg: "K, Rate and Setup must not be negative"}
+	}
+	if o.K == 0 {
+		if o.K, err = c.backboneK(ctx, senders, receivers); err != nil {
+			return nil, err
+		}
+	}
+	k, cancel, err := c.begin(ctx, opRedistribute)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+
+	// One round: every sender tells everyone its row of sizes; every rank
+	// checks the others called with the same groups and options.
+	digest := redistributeDigest(senders, receivers, algo, o)
+	row := []int64{int64(digest)}
+	if _, ok := si[c.rank]; ok {
+		for _, b := range send {
+			row = append(row, int64(len(b)))
+		}
+	}
+	rows, err := k.exchangeSmall(putInt64s(row))
+	if err != nil {
+		return nil, k.err(err)
+	}
+	bytes := make([][]int64, len(senders))
+	for r, b := range rows {
+		v := getInt64s(b)
+		if len(v) == 0 || uint64(v[0]) != digest {
+			return nil, k.err(&RankError{Rank: c.group[r], Err: fmt.Errorf("%w: rank %d passed other groups or options to Redistribute", ErrMismatch, r)})
+		}
+		if s, ok := si[r]; ok {
+			if len(v) != 1+len(receivers) {
+				return nil, k.err(&RankError{Rank: c.group[r], Err: fmt.Errorf("%w: sender %d announced %d sizes for %d receivers", ErrProtocol, r, len(v)-1, len(receivers))})
+			}
+			bytes[s] = v[1:]
+		}
+	}
+	pat := &collective.Redistribution{Senders: len(senders), Receivers: len(receivers), Bytes: bytes, K: o.K, Rate: o.Rate, Setup: o.Setup}
+	c.redistributeCosts(pat, senders, receivers)
+	plan, err := collective.PlanRedistribution(pat, algo, collective.Options{Seed: 1})
+	if err != nil {
+		return nil, k.err(err)
+	}
+	var out [][]byte
+	if j, ok := ri[c.rank]; ok {
+		out = make([][]byte, len(senders))
+		for s := range senders {
+			out[s] = make([]byte, bytes[s][j])
+		}
+	}
+	if err := c.runRedistribution(k, plan, senders, receivers, si, ri, send, out, o.Barrier); err != nil {
+		return nil, k.err(err)
+	}
+	return out, nil
+}
+
+// redistributeGroups checks the groups and indexes them by rank.
+func redistributeGroups(n int, senders, receivers []int) (map[int]int, map[int]int, error) {
+	si, ri := map[int]int{}, map[int]int{}
+	if len(senders) == 0 || len(receivers) == 0 {
+		return nil, nil, &ArgError{Op: "Redistribute", Arg: "groups", Msg: "needs at least one sender and one receiver"}
+	}
+	for i, r := range senders {
+		if r < 0 || r >= n {
+			return nil, nil, &ArgError{Op: "Redistribute", Arg: "senders", Msg: fmt.Sprintf("rank %d out of range [0,%d)", r, n)}
+		}
+		if _, dup := si[r]; dup {
+			return nil, nil, &ArgError{Op: "Redistribute", Arg: "senders", Msg: fmt.Sprintf("rank %d listed twice", r)}
+		}
+		si[r] = i
+	}
+	for j, r := range receivers {
+		if r < 0 || r >= n {
+			return nil, nil, &ArgError{Op: "Redistribute", Arg: "receivers", Msg: fmt.Sprintf("rank %d out of range [0,%d)", r, n)}
+		}
+		if _, dup := ri[r]; dup {
+			return nil, nil, &ArgError{Op: "Redistribute", Arg: "receivers", Msg: fmt.Sprintf("rank %d listed twice", r)}
+		}
+		if _, both := si[r]; both {
+			return nil, nil, &ArgError{Op: "Redistribute", Arg: "receivers", Msg: fmt.Sprintf("rank %d is both a sender and a receiver", r)}
+		}
+		ri[r] = j
+	}
+	return si, ri, nil
+}
+
+// redistributeCosts fills in the rate and setup time from the model when
+// the caller did not give them.
+func (c *Comm) redistributeCosts(pat *collective.Redistribution, senders, receivers []int) {
+	m := c.model()
+	var bw, lat []float64
+	for _, s := range senders {
+		for _, r := range receivers {
+			bw = append(bw, 1/perByte(m, s, r))
+			if m.Latency != nil {
+				lat = append(lat, m.Latency[s][r])
+			}
+		}
+	}
+	if pat.Rate == 0 {
+		pat.Rate = medianOf(bw)
+	}
+	if pat.Setup == 0 {
+		pat.Setup = 2 * medianOf(lat)
+		if pat.Setup == 0 {
+			pat.Setup = 100e-6
+		}
+	}
+}
+
+func perByte(m *collective.Model, i, j int) float64 {
+	if m.PerByte != nil {
+		return m.PerByte[i][j]
+	}
+	return 1 / m.Bandwidth[i][j]
+}
+
+func medianOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// piece is one transfer of one step, with where its bytes sit in the pair's
+// buffer.
+type piece struct {
+	step     int
+	src, dst int // indices in senders and receivers
+	off, len int64
+}
+
+// runRedistribution executes the steps. Every piece is a rendezvous the
+// receiver grants when it is ready for it, so each node takes part in one
+// transfer at a time; the pieces of a pair land straight in the receiver's
+// buffer.
+func (c *Comm) runRedistribution(k *coll, plan *collective.Plan, senders, receivers []int, si, ri map[int]int, send, out [][]byte, barrier bool) error {
+	w := c.w
+	ctxID := collCtx(c.id)
+	mySend, isSender := si[c.rank]
+	myRecv, isRecv := ri[c.rank]
+	var sends, recvs []piece
+	offs := map[[2]int]int64{}
+	for s, st := range plan.Steps {
+		for _, t := range st.Transfers {
+			key := [2]int{t.Src, t.Dst}
+			p := piece{step: s, src: t.Src, dst: t.Dst, off: offs[key], len: t.Bytes}
+			offs[key] += t.Bytes
+			if isSender && t.Src == mySend {
+				sends = append(sends, p)
+			}
+			if isRecv && t.Dst == myRecv {
+				recvs = append(recvs, p)
+			}
+		}
+	}
+	// seq numbers the pieces of a collective uniquely: step and pair.
+	seq := func(p piece) uint64 { return uint64(p.step)<<32 | uint64(p.src)<<16 | uint64(p.dst) }
+	sendPiece := func(p piece) error {
+		g := c.group[receivers[p.dst]]
+		key := slotKey{slotCTS, g, ctxID, k.tag, seq(p)}
+		s := w.getSlot(key, nil)
+		err := w.await(k.ctx, s.ch, g, c)
+		if err == nil {
+			err = s.err
+		}
+		w.dropSlot(key)
+		if err != nil {
+			return err
+		}
+		return w.sendMsg(k.ctx, g, transport.Header{Type: transport.MsgRndvData, Comm: ctxID, Tag: k.tag, Flags: k.op, Seq: seq(p)}, send[p.dst][p.off:p.off+p.len])
+	}
+	recvPiece := func(p piece) error {
+		g := c.group[senders[p.src]]
+		key := slotKey{slotData, g, ctxID, k.tag, seq(p)}
+		s := w.getSlot(key, out[p.src][p.off:p.off+p.len])
+		err := w.sendMsg(k.ctx, g, transport.Header{Type: transport.MsgCTS, Comm: ctxID, Tag: k.tag, Flags: k.op, Seq: seq(p)}, nil)
+		if err == nil {
+			err = w.await(k.ctx, s.ch, g, c)
+		}
+		if err == nil {
+			err = s.err
+		}
+		w.dropSlot(key)
+		return err
+	}
+	if !barrier {
+		// Each node walks its own pieces in step order; the two sides run
+		// at once (a rank is never both a sender and a receiver, but the
+		// code does not rely on it).
+		var wg sync.WaitGroup
+		var sendErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, p := range sends {
+				if sendErr = sendPiece(p); sendErr != nil {
+					return
+				}
+			}
+		}()
+		var recvErr error
+		for _, p := range recvs {
+			if recvErr = recvPiece(p); recvErr != nil {
+				break
+			}
+		}
+		wg.Wait()
+		if recvErr != nil {
+			return recvErr
+		}
+		return sendErr
+	}
+	// With barriers: the pieces of one step, then everybody waits.
+	si2, ri2 := 0, 0
+	for s := range plan.Steps {
+		var wg sync.WaitGroup
+		var sendErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ; si2 < len(sends) && sends[si2].step == s; si2++ {
+				if sendErr = sendPiece(sends[si2]); sendErr != nil {
+					return
+				}
+			}
+		}()
+		var recvErr error
+		for ; ri2 < len(recvs) && recvs[ri2].step == s; ri2++ {
+			if recvErr = recvPiece(recvs[ri2]); recvErr != nil {
+				break
+			}
+		}
+		wg.Wait()
+		if recvErr != nil {
+			return recvErr
+		}
+		if sendErr != nil {
+			return sendErr
+		}
+		if err := c.stepBarrier(k, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepBarrier is a dissemination barrier inside a collective call, its
+// rounds told apart from the pieces by their sequence numbers.
+func (c *Comm) stepBarrier(k *coll, step int) error {
+	n, r := c.Size(), c.rank
+	round := 0
+	for d := 1; d < n; d *= 2 {
+		useq := uint64(1)<<63 | uint64(step)<<8 | uint64(round)
+		done, err := k.isendSeq((r+d)%n, nil, true, useq)
+		if err != nil {
+			return err
+		}
+		if _, err := k.finish(k.postSeq((r-d+n)%n, useq)); err != nil {
+			return err
+		}
+		if err := done(); err != nil {
+			return err
+		}
+		round++
+	}
+	return nil
+}
+
+func redistributeDigest(senders, receivers []int, algo collective.Algorithm, o RedistributeOptions) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	h.Write([]byte(algo))
+	put(uint64(len(senders)))
+	for _, s := range senders {
+		put(uint64(s))
+	}
+	put(uint64(len(receivers)))
+	for _, r := range receivers {
+		put(uint64(r))
+	}
+	put(uint64(o.K))
+	put(math.Float64bits(o.Rate))
+	put(math.Float64bits(o.Setup))
+	if o.Barrier {
+		put(1)
+	}
+	return h.Sum64() &^ (1 << 63)
+}
+
+// backboneK returns the concurrency limit for a pair of groups: measured
+// once (ProbeBackbone) when the world has a probed model, else
+// min(senders, receivers).
+func (c *Comm) backboneK(ctx context.Context, senders, receivers []int) (int, error) {
+	if c.w.probed.Load() == nil {
+		return min(len(senders), len(receivers)), nil
+	}
+	key := fmt.Sprint(senders, receivers)
+	c.planMu.Lock()
+	k, ok := c.backbone[key]
+	c.planMu.Unlock()
+	if ok {
+		return k, nil
+	}
+	k, _, err := c.ProbeBackbone(ctx, senders, receivers)
+	if err != nil {
+		return 0, err
+	}
+	c.planMu.Lock()
+	if c.backbone == nil {
+		c.backbone = map[string]int{}
+	}
+	c.backbone[key] = k
+	c.planMu.Unlock()
+	return k, nil
+}
+
+// ProbeBackbone measures how many transfers between two groups the
+// network carries at once at full speed (the redistribution paper's k,
+// section 2.1: k * t <= T): it runs j = 1, 2, ... simultaneous transfers
+// from senders[0..j-1] to receivers[0..j-1] and stops when the speed of
+// each falls below 80% of a lone transfer's. It returns k and the lone
+// transfer's rate (bytes per second). It is collective.
+func (c *Comm) ProbeBackbone(ctx context.Context, senders, receivers []int) (int, float64, error) {
+	si, ri, err := redistributeGroups(c.Size(), senders, receivers)
+	if err != nil {
+		return 0, 0, err
+	}
+	m := c.model()
+	// Size the transfers to last ~50 ms at the slowest pair's modelled rate.
+	slowest := math.Inf(1)
+	for _, s := range senders {
+		for _, r := range receivers {
+			slowest = math.Min(slowest, 1/perByte(m, s, r))
+		}
+	}
+	size := int(math.Min(64<<20, math.Max(256<<10, slowest*0.05)))
+	buf := make([]byte, size)
+	limit := min(len(senders), len(receivers))
+	k, single := 1, 0.0
+	sendIdx, isS := si[c.rank]
+	recvIdx, isR := ri[c.rank]
+	for j := 1; j <= limit; j++ {
+		if err := c.Barrier(ctx); err != nil {
+			return 0, 0, err
+		}
+		kc, cancel, err := c.begin(ctx, opBackbone)
+		if err != nil {
+			return 0, 0, err
+		}
+		start := time.Now()
+		switch {
+		case isS && sendIdx < j:
+			var done func() error
+			if done, err = kc.isendSeq(receivers[sendIdx], buf, false, uint64(j)); err == nil {
+				err = done()
+			}
+		case isR && recvIdx < j:
+			_, err = kc.finish(kc.postSeq(senders[recvIdx], uint64(j)))
+		}
+		el := time.Since(start).Seconds()
+		cancel()
+		if err != nil {
+			return 0, 0, kc.err(err)
+		}
+		// Every rank learns the slowest transfer of this round.
+		slow, err := Allreduce(ctx, c, []float64{el}, Max)
+		if err != nil {
+			return 0, 0, err
+		}
+		rate := float64(size) / slow[0]
+		if j == 1 {
+			single = rate
+			continue
+		}
+		if rate < 0.8*single {
+			break
+		}
+		k = j
+	}
+	return k, single, nil
+}
+
+// Clusters splits the ranks of a model into two groups whose internal
+// links are fast compared with the links between them: the split that
+// maximises the ratio of the median bandwidth inside the groups to the
+// median bandwidth across, found by trying every threshold on the sorted
+// pair bandwidths (single-linkage clustering). It returns the groups
+// sorted, the lower ranks first; nil if the model has fewer than 2 ranks.
+func Clusters(m *collective.Model) [][]int {
+	n := m.Size()
+	if n < 2 {
+		return nil
+	}
+	sym := func(i, j int) float64 { return math.Min(1/perByte(m, i, j), 1/perByte(m, j, i)) }
+	type edge struct {
+		i, j int
+		bw   float64
+	}
+	var edges []edge
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			edges = append(edges, edge{i, j, sym(i, j)})
+		}
+	}
+	sort.Slice(edges, func(a, b int) bool { return edges[a].bw > edges[b].bw })
+	// Union the fastest edges until two components remain.
+	parent := make([]int, n)
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(x int) int {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	comps := n
+	for _, e := range edges {
+		if comps == 2 {
+			break
+		}
+		a, b := find(e.i), find(e.j)
+		if a != b {
+			parent[a] = b
+			comps--
+		}
+	}
+	groups := map[int][]int{}
+	for i := 0; i < n; i++ {
+		groups[find(i)] = append(groups[find(i)], i)
+	}
+	var out [][]int
+	for _, g := range groups {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a][0] < out[b][0] })
+	return out
+}
