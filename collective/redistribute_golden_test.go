@@ -33,6 +33,9 @@ func TestRedistributionGolden(t *testing.T) {
 				p, err := Solve(pr, a, Options{})
 				require.NoError(t, err)
 				require.NoError(t, ValidatePlan(pr, p))
+				sim, err := SimulatePlan(pr, p)
+				require.NoError(t, err)
+				require.Equal(t, p, sim)
 
 				got, err := json.MarshalIndent(p, "", "  ")
 				require.NoError(t, err)

@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -206,6 +207,11 @@ func TestRedistributionRandomValid(t *testing.T) {
 			s, err := SimulateRedistribution(r, p)
 			require.NoError(t, err)
 			require.Equal(t, p, s, "simulating a plan reproduces its prediction")
+			b, err := json.Marshal(p)
+			require.NoError(t, err)
+			var back Plan
+			require.NoError(t, json.Unmarshal(b, &back))
+			require.Equal(t, *p, back, "JSON round trip")
 		}
 	}
 }
