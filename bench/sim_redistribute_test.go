@@ -28,12 +28,12 @@ func TestSimRedistributeQuick(t *testing.T) {
 		for _, row := range tb.Rows {
 			require.Equal(t, 40, row[col["instances"]])
 			for _, c := range []string{"ggp_mean", "ggp_max", "oggp_mean", "oggp_max"} {
-				v := row[col[c]].(float64)
+				v := float64(row[col[c]].(rdRatio))
 				require.GreaterOrEqual(t, v, 1.0, "%s %s", tb.Name, c)
 				require.LessOrEqual(t, v, 2.0, "%s %s: the planners are 2-approximations", tb.Name, c)
 			}
-			require.LessOrEqual(t, row[col["oggp_mean"]].(float64), row[col["ggp_mean"]].(float64)+1e-12)
-			require.Positive(t, row[col["bruteforce_mean"]].(float64))
+			require.LessOrEqual(t, row[col["oggp_mean"]].(rdRatio), row[col["ggp_mean"]].(rdRatio)+1e-12)
+			require.Positive(t, row[col["bruteforce_mean"]].(rdRatio))
 		}
 	}
 	require.Contains(t, res.Summary, "never worse than GGP on average")
@@ -53,6 +53,10 @@ func TestSimRedistributeQuick(t *testing.T) {
 	var md strings.Builder
 	require.NoError(t, res.Tables[0].WriteMarkdown(&md))
 	require.Contains(t, md.String(), "| k | instances | ggp_mean |")
+	require.Contains(t, md.String(), "\n| 1 | 40 | 1.00000 | 1.00000 |", "k is an integer, ratios have five decimals")
+	var js strings.Builder
+	require.NoError(t, res.Tables[1].WriteJSON(&js))
+	require.Contains(t, js.String(), `"ggp_mean": 1`, "JSON keeps ratios as numbers")
 }
 
 func TestSimRedistributeCommand(t *testing.T) {
