@@ -25,10 +25,14 @@ import (
 //
 // BruteForce posts every transfer at once, ignoring k and the one-port
 // rule: one step holding every non-zero pair, whose duration is the setup
-// time plus the fluid model of [BruteForceGoodput]'s documentation. It is
-// a reference point, the way Gloo or a plain MPI_Alltoallv would move the
-// data, not a K-PBS schedule. Auto keeps the plan with the lowest
-// prediction; brute force wins when the setup time dominates the transfers.
+// time plus the completion time of the fluid model described at
+// [BruteForceGoodput]. It is a reference point, the way Gloo or a plain
+// MPI_Alltoallv would move the data, not a K-PBS schedule, and only a plan
+// labelled BruteForce may take that shape ([ValidateRedistribution]).
+// Auto keeps the plan with the lowest prediction: brute force wins when
+// the setup time dominates the transfers.
+//
+// All planners are deterministic; opt is not used.
 func PlanRedistribution(r *Redistribution, algo Algorithm, opt Options) (*Plan, error) {
 	if r == nil {
 		return nil, fmt.Errorf("collective: nil redistribution")

@@ -2,31 +2,35 @@ package collective
 
 import "math"
 
-// BruteForceGoodput is the fraction of its capacity that a link keeps when
-// more transfers are pushed through it at once than it can carry at full
-// speed, in the brute-force model: the backbone with more than k
-// transfers, a receiver's card with more than one. Jeannot and Wagner
-// measured brute force (every transfer posted at once, TCP left to sort out
-// the congestion) 5% to 20% slower than their schedules on a network where
-// the schedules were themselves close to the lower bound; 0.9 sits in the
-// middle of that range.
+// BruteForceGoodput is the fraction of its capacity that a link keeps, in
+// the brute-force model, when more transfers cross it at once than it can
+// carry at full speed.
+//
+// The brute-force plan posts every transfer at once and lets the transport
+// share the network. Its predicted duration is the setup time (paid once)
+// plus the completion time of this fluid model of the platform of section
+// 2.1 of Jeannot and Wagner: every sender's card sends at most Rate bytes
+// per second, every receiver's card receives at most Rate, and the backbone
+// carries at most K*Rate. The active transfers share these capacities
+// max-min fairly (progressive filling, which TCP's congestion control
+// approximates), re-shared each time one finishes. Where a link is
+// oversubscribed packets are lost and retransmitted, so a receiver's card
+// with more than one active transfer, and a backbone with more than K,
+// deliver only BruteForceGoodput of their capacity; a sending card is never
+// penalised, as a sender's own queue paces its transfers without loss.
+// Since no card ever carries more than Rate nor the backbone more than
+// K*Rate, the prediction is never below max(W(G), P(G)/k), the bandwidth
+// part of [RedistributionLowerBound]; it can still beat the whole bound,
+// which charges the setup once per step of a schedule.
+//
+// The value comes from the paper's measurements: on their testbed brute
+// force was 5% to 20% slower than GGP and OGGP, whose schedules were
+// themselves close to the lower bound; 0.9 sits in the middle of that
+// range.
 const BruteForceGoodput = 0.9
 
-// redistFluid returns the time brute force takes to move the transfers ts,
-// all started at once, in the following fluid model of the network of
-// section 2.1: every sender's card sends at most rate bytes per second,
-// every receiver's card receives at most rate, and the backbone carries at
-// most k*rate. The active transfers share these capacities max-min fairly
-// (the progressive filling that TCP's congestion control approximates),
-// re-shared whenever one finishes. Because packets are lost and
-// retransmitted where a link is oversubscribed, a receiver's card with
-// more than one active transfer and a backbone with more than k deliver
-// only BruteForceGoodput of their capacity. Sending cards are never
-// penalised: a sender's own queue paces its transfers without loss.
-//
-// No card carries more than rate and the backbone no more than k*rate, so
-// the result is never below max(W(G), P(G)/k), the bandwidth part of the
-// K-PBS lower bound; unlike a schedule it pays the setup time only once.
+// redistFluid returns the completion time of the transfers ts, all started
+// at once, in the fluid model described at [BruteForceGoodput].
 func redistFluid(n1, n2, k int, rate float64, ts []StepTransfer) float64 {
 	type flow struct {
 		src, dst int     // resource indices: sending card, receiving card
