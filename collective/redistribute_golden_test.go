@@ -1,0 +1,58 @@
+package collective
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var updateRedistribute = flag.Bool("update-redistribute", false, "rewrite the golden plans in testdata/redistribute")
+
+// TestRedistributionGolden plans every problem in testdata/redistribute
+// with every redistribution planner and compares the plan JSON with the
+// golden file NAME.ALGO.plan.json (go test -update-redistribute rewrites
+// them). Each plan must also survive a JSON round trip unchanged.
+func TestRedistributionGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "redistribute", "*.problem.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".problem.json")
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		pr, err := ParseProblem(data)
+		require.NoError(t, err)
+		for _, a := range Algorithms(KindRedistribute) {
+			t.Run(name+"/"+string(a), func(t *testing.T) {
+				p, err := Solve(pr, a, Options{})
+				require.NoError(t, err)
+				require.NoError(t, ValidatePlan(pr, p))
+				sim, err := SimulatePlan(pr, p)
+				require.NoError(t, err)
+				require.Equal(t, p, sim)
+
+				got, err := json.MarshalIndent(p, "", "  ")
+				require.NoError(t, err)
+				got = append(got, '\n')
+				var back Plan
+				require.NoError(t, json.Unmarshal(got, &back))
+				require.Equal(t, *p, back, "JSON round trip")
+				require.NoError(t, ValidatePlan(pr, &back))
+
+				golden := filepath.Join("testdata", "redistribute", name+"."+string(a)+".plan.json")
+				if *updateRedistribute {
+					require.NoError(t, os.WriteFile(golden, got, 0o644))
+				}
+				want, err := os.ReadFile(golden)
+				require.NoError(t, err, "run go test -update-redistribute to create it")
+				require.True(t, bytes.Equal(want, got), "plan differs from %s:\n%s", golden, got)
+			})
+		}
+	}
+}
