@@ -14,11 +14,14 @@ type Options struct {
 // autoLimits bounds what Auto tries, so that it stays cheap: planners whose
 // cost grows fastest are skipped above these sizes.
 var autoLimits = map[Algorithm]int{
-	MaxMatch: 64, // O(P^4)
-	MinMatch: 64,
-	ECF:      48, // O(N^4)
-	ECFP:     48,
-	FEF:      128,
+	// Brute force is there for comparison only: its prediction is a fluid
+	// model with a calibrated loss, not a schedule, so Auto never picks it.
+	BruteForce: 0,
+	MaxMatch:   64, // O(P^4)
+	MinMatch:   64,
+	ECF:        48, // O(N^4)
+	ECFP:       48,
+	FEF:        128,
 }
 
 // Solve plans a problem with the named algorithm (or Auto).
