@@ -1,0 +1,117 @@
+package comm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+func TestRedistribute(t *testing.T) {
+	for _, tr := range []string{"mem", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			comms := startWorld(t, 7, tr, nil)
+			ctx := context.Background()
+			senders, receivers := []int{0, 2, 4}, []int{1, 3, 5} // rank 6 takes no part
+			size := func(s, r int) int {
+				if (s+r)%4 == 3 {
+					return 0 // some pairs have nothing to move
+				}
+				return 1000 + 300000*((s*7+r*3)%5)
+			}
+			for _, algo := range collective.Algorithms(collective.KindRedistribute) {
+				for _, barrier := range []bool{false, true} {
+					for _, k := range []int{1, 2, 3} {
+						name := fmt.Sprintf("%s/barrier=%v/k=%d", algo, barrier, k)
+						onAll(t, comms, func(c *Comm) error {
+							var send [][]byte
+							for i, s := range senders {
+								if s == c.Rank() {
+									for j := range receivers {
+										send = append(send, pattern(i, j, 13, size(i, j)))
+									}
+								}
+							}
+							out, err := c.Redistribute(ctx, senders, receivers, send, RedistributeOptions{Algorithm: algo, Barrier: barrier, K: k})
+							if err != nil {
+								return fmt.Errorf("%s: %w", name, err)
+							}
+							for j, r := range receivers {
+								if r != c.Rank() {
+									continue
+								}
+								for i := range senders {
+									if !bytes.Equal(out[i], pattern(i, j, 13, size(i, j))) {
+										return fmt.Errorf("%s: data from sender %d wrong (%d bytes)", name, i, len(out[i]))
+									}
+								}
+								return nil
+							}
+							if out != nil {
+								return fmt.Errorf("%s: a non-receiver got data", name)
+							}
+							return nil
+						})
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRedistributeErrors(t *testing.T) {
+	comms := startWorld(t, 4, "mem", nil)
+	c := comms[0]
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"empty group":  func() error { _, err := c.Redistribute(ctx, nil, []int{1}, nil, RedistributeOptions{}); return err },
+		"out of range": func() error { _, err := c.Redistribute(ctx, []int{9}, []int{1}, nil, RedistributeOptions{}); return err },
+		"both sides":   func() error { _, err := c.Redistribute(ctx, []int{0, 1}, []int{1}, nil, RedistributeOptions{}); return err },
+		"twice":        func() error { _, err := c.Redistribute(ctx, []int{0, 0}, []int{1}, nil, RedistributeOptions{}); return err },
+		"buffers":      func() error { _, err := c.Redistribute(ctx, []int{0}, []int{1, 2}, make([][]byte, 1), RedistributeOptions{}); return err },
+		"algorithm": func() error {
+			_, err := c.Redistribute(ctx, []int{0}, []int{1}, make([][]byte, 1), RedistributeOptions{Algorithm: collective.OpenShop})
+			return err
+		},
+		"negative k": func() error {
+			_, err := c.Redistribute(ctx, []int{0}, []int{1}, make([][]byte, 1), RedistributeOptions{K: -1})
+			return err
+		},
+	} {
+		require.ErrorIs(t, call(), ErrArgument, name)
+	}
+}
+
+func TestClusters(t *testing.T) {
+	// Two clusters of 3 with fast links inside (100) and slow ones across (10).
+	n := 6
+	m := &collective.Model{Bandwidth: collective.Matrix(n, 0)}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j {
+				m.Bandwidth[i][j] = 10
+				if (i < 3) == (j < 3) {
+					m.Bandwidth[i][j] = 100 + float64(i+j)
+				}
+			}
+		}
+	}
+	require.Equal(t, [][]int{{0, 1, 2}, {3, 4, 5}}, Clusters(m))
+	// Interleaved.
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j {
+				m.Bandwidth[i][j] = 10
+				if i%2 == j%2 {
+					m.Bandwidth[i][j] = 100
+				}
+			}
+		}
+	}
+	require.Equal(t, [][]int{{0, 2, 4}, {1, 3, 5}}, Clusters(m))
+	require.Nil(t, Clusters(collective.NewUniformModel(1, 0, 1)))
+}
