@@ -131,6 +131,7 @@ func LiveCommand(args []string, stdout, stderr io.Writer) int {
 	hosts := fs.String("hosts", "", "comma-separated hosts for the ranks (default: all local)")
 	rsh := fs.String("rsh", "ssh", "agent for --hosts, called as AGENT HOST COMMAND")
 	model := fs.String("model", "", "cost model JSON for planning and the lower bound (default: uniform)")
+	emulate := fs.String("emulate", "", "emulate a network in user space: a model JSON or a netlab topology (rates and latencies per pair)")
 	jsonOut := fs.String("json", "", "write one JSON record per collective, algorithm and size here")
 	peer := fs.String("peer", "", "also run the pattern with the system's MPI: mpi (Open MPI's mpirun, TCP transport)")
 	peerIf := fs.String("peer-if", "lo", "network the MPI peer uses (btl_tcp_if_include), e.g. lo or 10.0.0.0/8")
@@ -177,6 +178,21 @@ Flags:
 	if *model != "" {
 		abs, _ := filepath.Abs(*model)
 		env = append(env, comm.EnvModel+"="+abs)
+	}
+	if *emulate != "" {
+		path, size, err := emulationFile(*emulate, tmp)
+		if err != nil {
+			fmt.Fprintln(stderr, "hetbench live: -emulate:", err)
+			return ExitUsage
+		}
+		if size != *n {
+			fmt.Fprintf(stderr, "hetbench live: -emulate %s describes %d ranks, -n is %d\n", *emulate, size, *n)
+			return ExitUsage
+		}
+		env = append(env, comm.EnvEmulate+"="+path)
+		if *model == "" {
+			env = append(env, comm.EnvModel+"="+path) // plan with the emulated network
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -39,6 +39,7 @@ func ProbeCommand(args []string, stdout, stderr io.Writer) int {
 	hosts := fs.String("hosts", "", "comma-separated hosts for the ranks (default: all local)")
 	rsh := fs.String("rsh", "ssh", "agent for --hosts, called as AGENT HOST COMMAND")
 	out := fs.String("out", "", "write the model JSON here")
+	emulate := fs.String("emulate", "", "emulate a network in user space: a model JSON or a netlab topology (rates and latencies per pair)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: hetbench probe [flags]
 
@@ -65,9 +66,28 @@ Flags:
 	if *out != "" {
 		outAbs, _ = filepath.Abs(*out)
 	}
+	env := []string{comm.EnvProbe + "=full"}
+	if *emulate != "" {
+		tmp, err := os.MkdirTemp("", "hetbench-probe-")
+		if err != nil {
+			fmt.Fprintln(stderr, "hetbench probe:", err)
+			return ExitError
+		}
+		defer os.RemoveAll(tmp)
+		path, size, err := emulationFile(*emulate, tmp)
+		if err != nil {
+			fmt.Fprintln(stderr, "hetbench probe: -emulate:", err)
+			return ExitUsage
+		}
+		if size != *n {
+			fmt.Fprintf(stderr, "hetbench probe: -emulate %s describes %d ranks, -n is %d\n", *emulate, size, *n)
+			return ExitUsage
+		}
+		env = append(env, comm.EnvEmulate+"="+path)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := launchSelf(ctx, *n, *transport, *hosts, *rsh, []string{comm.EnvProbe + "=full"}, []string{"probe-rank", "-out", outAbs}, stdout, stderr); err != nil {
+	if err := launchSelf(ctx, *n, *transport, *hosts, *rsh, env, []string{"probe-rank", "-out", outAbs}, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "hetbench probe:", err)
 		return ExitError
 	}

@@ -28,6 +28,7 @@ const (
 	EnvRails      = "HETCOMM_RAILS"       // comma-separated local addresses, one per rail (optional)
 	EnvModel      = "HETCOMM_MODEL"       // cost-model JSON file (optional)
 	EnvProbe      = "HETCOMM_PROBE"       // link probing at start-up: full, cached (default) or off
+	EnvEmulate    = "HETCOMM_EMULATE"     // a model JSON whose rates and latencies the links emulate (optional)
 )
 
 // Launcher names the launcher a Bootstrap was derived from.
@@ -74,6 +75,11 @@ type Bootstrap struct {
 	// Probe is the probing mode at start-up: "full", "cached" or "off";
 	// "" means cached (or off when Model is set).
 	Probe string
+	// Emulate is a model JSON file (latency and bandwidth matrices): each
+	// rank shapes what it sends to rank j in user space to the rate and
+	// one-way delay of row i, column j, so a heterogeneous network, with
+	// latencies, can be reproduced on one machine without root.
+	Emulate string
 	// Launcher says where the values came from.
 	Launcher Launcher
 }
@@ -256,6 +262,7 @@ func BootstrapFromEnv(getenv func(string) string) (*Bootstrap, error) {
 	}
 	b.Model = getenv(EnvModel)
 	b.Probe = strings.ToLower(strings.TrimSpace(getenv(EnvProbe)))
+	b.Emulate = getenv(EnvEmulate)
 	if s := getenv(EnvSecret); s != "" {
 		b.Secret = []byte(s)
 	} else if f := getenv(EnvSecretFile); f != "" {
@@ -330,6 +337,9 @@ func (b *Bootstrap) Env() []string {
 	}
 	if b.Probe != "" {
 		env = append(env, EnvProbe+"="+b.Probe)
+	}
+	if b.Emulate != "" {
+		env = append(env, EnvEmulate+"="+b.Emulate)
 	}
 	return env
 }

@@ -149,3 +149,12 @@ func TestExpandHostlist(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+func TestBootstrapEmulateAndProbe(t *testing.T) {
+	b, err := BootstrapFromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "1", EnvEmulate: "/x/model.json", EnvProbe: "OFF"}))
+	require.NoError(t, err)
+	require.Equal(t, "/x/model.json", b.Emulate)
+	require.Equal(t, "off", b.Probe)
+	_, err = BootstrapFromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "1", EnvProbe: "sometimes"}))
+	require.ErrorContains(t, err, "probing mode")
+}

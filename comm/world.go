@@ -452,7 +452,40 @@ func (w *world) connect(ctx context.Context) error {
 		return err
 	}
 	w.dir, w.kind = dir, kind
-	return w.mesh(ctx, netw, tcfg, dir)
+	if err := w.mesh(ctx, netw, tcfg, dir); err != nil {
+		return err
+	}
+	return w.emulate()
+}
+
+// emulate shapes every link's sending side to the rates and delays of the
+// model named by Bootstrap.Emulate (none: nothing to do).
+func (w *world) emulate() error {
+	if w.boot.Emulate == "" {
+		return nil
+	}
+	m, err := LoadModel(w.boot.Emulate)
+	if err != nil {
+		return fmt.Errorf("comm: init: emulation: %w", err)
+	}
+	if m.Size() != w.size {
+		return fmt.Errorf("comm: init: emulation model %s describes %d ranks, the world has %d", w.boot.Emulate, m.Size(), w.size)
+	}
+	for p, l := range w.links {
+		if l == nil {
+			continue
+		}
+		s := transport.ShapeConfig{Rate: 1 / perByte(m, w.rank, p)}
+		if m.Latency != nil {
+			s.Delay = time.Duration(m.Latency[w.rank][p] * float64(time.Second))
+		}
+		shaped, err := transport.Shape(l, s)
+		if err != nil {
+			return fmt.Errorf("comm: init: emulating the link to rank %d: %w", p, err)
+		}
+		w.links[p] = shaped
+	}
+	return nil
 }
 
 // listenAddrs returns where each rail listens.

@@ -51,6 +51,10 @@ type Config struct {
 	// ExtraReps repeats the largest size of a sweep this many more times:
 	// it weighs most in the rate. 0 means 2.
 	ExtraReps int
+	// RepBudget stops the repetitions of one size (after the first) once
+	// they have taken this long, and the pings (after three): on
+	// long-latency links every round trip is expensive. 0 means 150 ms.
+	RepBudget time.Duration
 	// MinTime is how long the largest transfer of a sweep must take at
 	// least (unless MaxBytes or the budget stops it), so that scheduling
 	// jitter and TCP's slow start are small next to it. 0 means 30 ms.
@@ -80,6 +84,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ExtraReps <= 0 {
 		c.ExtraReps = 2
+	}
+	if c.RepBudget <= 0 {
+		c.RepBudget = 150 * time.Millisecond
 	}
 	if c.MinLargest > c.MaxBytes {
 		c.MinLargest = c.MaxBytes
@@ -304,7 +311,11 @@ func measure(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (Fit
 	// Round-trip of tiny messages: the acknowledgement's one-way time is
 	// half of it.
 	rtt := math.Inf(1)
+	pingStart := time.Now()
 	for i := 0; i < cfg.PingReps; i++ {
+		if i >= 3 && time.Since(pingStart) > cfg.RepBudget {
+			break
+		}
 		t0 := time.Now()
 		if err := p.Send(ctx, peer, tagData, buf[:1]); err != nil {
 			return Fit{}, nil, err
@@ -337,14 +348,14 @@ func measure(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (Fit
 		m, ok := sw.Next()
 		if !ok {
 			// Make sure the rate is seen on a large and long enough transfer.
-			if (largest >= cfg.MinLargest && sw.lastT >= cfg.MinTime.Seconds()) || largest*4 > cfg.MaxBytes || sw.lastT*4 > sw.Budget {
+			if (largest >= cfg.MinLargest && sw.Growth() >= cfg.MinTime.Seconds()) || largest*4 > cfg.MaxBytes || sw.Growth()*4 > sw.Budget {
 				break
 			}
 			// Grow toward the size that meets both floors, predicted from
 			// the last transfer's time, and no further: slow links cost most.
 			need := cfg.MinLargest
-			if sw.lastT > 0 {
-				if byTime := int64(float64(largest) * cfg.MinTime.Seconds() / sw.lastT * 1.2); byTime > need {
+			if g := sw.Growth(); g > 0 {
+				if byTime := int64(float64(largest) * cfg.MinTime.Seconds() / g * 1.2); byTime > need {
 					need = byTime
 				}
 			}
@@ -353,7 +364,11 @@ func measure(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (Fit
 		}
 		largest = m
 		best := math.Inf(1)
+		sizeStart := time.Now()
 		for rep := 0; rep < cfg.Reps; rep++ {
+			if rep > 0 && time.Since(sizeStart) > cfg.RepBudget {
+				break
+			}
 			t, err := send(m)
 			if err != nil {
 				return Fit{}, nil, err

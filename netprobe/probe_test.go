@@ -2,6 +2,8 @@ package netprobe_test
 
 import (
 	"context"
+	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -199,4 +201,68 @@ func newModel(n int) *collective.Model {
 		}
 	}
 	return m
+}
+
+// TestProbeEmulatedTCP runs ranks over real loopback TCP whose links
+// emulate a model (HETCOMM_EMULATE): the probe must find the model again.
+func TestProbeEmulatedTCP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: probing emulated links takes ~10 s")
+	}
+	const n = 3
+	emu := &collective.Model{Latency: collective.Matrix(n, 0), Bandwidth: collective.Matrix(n, 0)}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j {
+				emu.Latency[i][j] = float64(1+i+j) * 1e-3
+				emu.Bandwidth[i][j] = float64(4+4*((i+2*j)%3)) * 1e6
+			}
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "emulate.json")
+	b, err := json.Marshal(emu)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	coord := l.Addr().String()
+	l.Close()
+	comms := make([]*comm.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			comms[r], errs[r] = comm.Init(context.Background(), &comm.Config{
+				Bootstrap:   &comm.Bootstrap{Rank: r, Size: n, Coord: coord, Secret: []byte("emulation test secret 0123456789"), Transport: "tcp", Timeout: time.Minute, Emulate: path},
+				Probe:       netprobe.ModeFull,
+				CacheDir:    dir,
+				ProbeConfig: probeCfg,
+			})
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	defer func() {
+		var wg sync.WaitGroup
+		for _, c := range comms {
+			wg.Add(1)
+			go func(c *comm.Comm) { defer wg.Done(); c.Close() }(c)
+		}
+		wg.Wait()
+	}()
+	m := comms[0].Model()
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i == j {
+				continue
+			}
+			require.InEpsilon(t, emu.Bandwidth[i][j], m.Bandwidth[i][j], 0.10, "bandwidth %d->%d", i, j)
+			require.InDelta(t, emu.Latency[i][j], m.Latency[i][j], 0.2*emu.Latency[i][j]+1e-3, "latency %d->%d", i, j)
+		}
+	}
 }

@@ -4,8 +4,9 @@ package netprobe
 // a factor of 4 from MinBytes; the sweep stops after the first size whose
 // best time is at least Dominance times the smallest size's time (the
 // m/B term then dominates, so the slope is well measured), or when the
-// next size would exceed MaxBytes, or its predicted time would exceed
-// Budget seconds.
+// next size would exceed MaxBytes, or the predicted growth of its time
+// over the smallest size's (the m/B part: on a long-latency link the
+// latency itself is not the budget's concern) would exceed Budget seconds.
 type Sweep struct {
 	MinBytes  int64
 	MaxBytes  int64
@@ -31,14 +32,18 @@ func (s *Sweep) Next() (int64, bool) {
 		s.done = true
 		return 0, false
 	}
-	// Predict the next time from the last one (it grows at most linearly).
-	if s.lastT*4 > s.Budget && s.lastT > 0 {
+	// Predict the next time's growth from the last one (at most linear).
+	if s.Growth()*4 > s.Budget {
 		s.done = true
 		return 0, false
 	}
 	s.last = next
 	return next, true
 }
+
+// Growth is the last size's best time minus the smallest size's: the part
+// that grows with the size.
+func (s *Sweep) Growth() float64 { return s.lastT - s.first }
 
 // Observe records the best time of the size Next returned last.
 func (s *Sweep) Observe(best float64) {
