@@ -372,15 +372,22 @@ func gsBest(v *values, i int, free []float64, machine []int, finish []float64, d
 // soonest, and returns their machines. free[x] is when machine x can start
 // new work (it is updated); machine and obs give the machines and
 // run-time completion times of the predecessors, all completed; inputs
-// leave their producers at obs.Now at the earliest.
-func GSMap(p *Problem, ready []int, free []float64, machine []int, obs *Observation) ([]int, error) {
+// leave their producers at obs.Now at the earliest. speed, if not nil,
+// multiplies the expected execution times on every machine (see
+// Remapper.SetSpeed).
+func GSMap(p *Problem, ready []int, free []float64, machine []int, obs *Observation, speed []float64) ([]int, error) {
 	if err := obs.check(p); err != nil {
 		return nil, err
 	}
-	if len(free) != p.m || len(machine) != p.n {
-		return nil, invalid("GSMap: %d free times for %d machines, %d machines for %d tasks", len(free), p.m, len(machine), p.n)
+	if len(free) != p.m || len(machine) != p.n || (speed != nil && len(speed) != p.m) {
+		return nil, invalid("GSMap: %d free times and %d speeds for %d machines, %d machines for %d tasks", len(free), len(speed), p.m, len(machine), p.n)
 	}
-	v := &values{p: p}
+	for x, f := range speed {
+		if !(f > 0) || math.IsInf(f, 0) {
+			return nil, invalid("GSMap: speed factor %v of machine %d", f, x)
+		}
+	}
+	v := &values{p: p, speed: speed}
 	out := make([]int, len(ready))
 	for k, i := range ready {
 		if i < 0 || i >= p.n {

@@ -382,16 +382,22 @@ func TestGSMap(t *testing.T) {
 	machine := []int{1, -1, -1, -1, -1, -1, -1}
 	free := []float64{35, 30}
 	// s2 (pred s0 on m1): m0 max(35, 32)+10 = 45, m1 30+15 = 45: tie, m0.
-	out, err := GSMap(p, []int{2}, free, machine, obs)
+	out, err := GSMap(p, []int{2}, free, machine, obs, nil)
 	require.NoError(t, err)
 	require.Equal(t, []int{0}, out)
 	require.Equal(t, []float64{45, 30}, free)
-	_, err = GSMap(p, []int{3}, free, machine, obs)
+	_, err = GSMap(p, []int{3}, free, machine, obs, nil)
 	require.ErrorIs(t, err, ErrInvalid, "s3 is not ready")
-	_, err = GSMap(p, []int{9}, free, machine, obs)
+	_, err = GSMap(p, []int{9}, free, machine, obs, nil)
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = GSMap(p, []int{2}, free[:1], machine, obs)
+	_, err = GSMap(p, []int{2}, free[:1], machine, obs, nil)
 	require.ErrorIs(t, err, ErrInvalid)
+	_, err = GSMap(p, []int{2}, []float64{35, 30}, machine, obs, []float64{1, 0})
+	require.ErrorIs(t, err, ErrInvalid)
+	// m0 three times slower: s2 goes to m1 (30+15 = 45 against 35+30).
+	out, err = GSMap(p, []int{2}, []float64{35, 30}, machine, obs, []float64{3, 1})
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, out)
 }
 
 func TestDistributions(t *testing.T) {
