@@ -109,6 +109,9 @@ func (d *dec) float() float64 {
 	}
 	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
 	d.b = d.b[8:]
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		d.err = fmt.Errorf("taskrun: malformed message: time %v", v)
+	}
 	return v
 }
 

@@ -420,7 +420,9 @@ func TestProtocolRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, m, got)
 	}
-	for _, b := range [][]byte{nil, {0}, {99}, {msgAssign}, {msgAssign, 2, 200}, {msgStarted, 2, 1}, {msgForward, 2, 2, 2}, {msgAbort, 100, 'x'}} {
+	nan := (&msg{kind: msgStarted, task: 1, t0: math.NaN()}).encode()
+	inf := (&msg{kind: msgFinished, task: 1, t0: 0, t1: math.Inf(1)}).encode()
+	for _, b := range [][]byte{nil, {0}, {99}, {msgAssign}, {msgAssign, 2, 200}, {msgStarted, 2, 1}, {msgForward, 2, 2, 2}, {msgAbort, 100, 'x'}, nan, inf} {
 		_, err := decode(b)
 		require.Error(t, err, "%v", b)
 	}
