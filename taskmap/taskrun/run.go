@@ -143,6 +143,9 @@ func (c Config) normalize(size int) (Config, error) {
 // every output goes straight from its producer's rank to the ranks of its
 // consumers. A task that fails aborts the execution on every rank.
 func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, error) {
+	if c == nil || g == nil {
+		return nil, invalid("nil communicator or graph")
+	}
 	var conf Config
 	if cfg != nil {
 		conf = *cfg

@@ -302,6 +302,10 @@ func TestRunRejects(t *testing.T) {
 			}
 		})
 	}
+	_, err := Run(ctx, nil, NewGraph(), nil)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Run(ctx, comms[0], nil, nil)
+	require.ErrorIs(t, err, ErrInvalid)
 	// After all that, the communicators still work.
 	_, errs := onAll(comms, func(c *comm.Comm) (*Result, error) {
 		g, _, _ := layered(2, 2, 4, noDelay)
