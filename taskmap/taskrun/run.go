@@ -51,6 +51,13 @@ type Config struct {
 	Collect []ItemID
 }
 
+// DefaultConfig returns the zero Config with its defaults spelled out:
+// CD on rank 0, expected times from DefaultProbe, no adaptation, the
+// communicator's model.
+func DefaultConfig() Config {
+	return Config{Root: 0, Algorithm: taskmap.CD, Probe: DefaultProbe}
+}
+
 // Default communication model when neither Config nor the communicator
 // has one.
 const (

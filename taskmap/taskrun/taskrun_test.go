@@ -398,6 +398,17 @@ func TestRunProfile(t *testing.T) {
 	require.Contains(t, prof.SecondsPerUnit, "sum")
 }
 
+func TestDefaultConfig(t *testing.T) {
+	d := DefaultConfig()
+	z, err := Config{}.normalize(3)
+	require.NoError(t, err)
+	n, err := d.normalize(3)
+	require.NoError(t, err)
+	require.Equal(t, z.Algorithm, n.Algorithm)
+	require.Equal(t, z.Root, n.Root)
+	require.NotNil(t, d.Probe)
+}
+
 func TestDefaultProbe(t *testing.T) {
 	v, err := DefaultProbe(context.Background())
 	require.NoError(t, err)
