@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/netprobe"
@@ -74,10 +75,51 @@ func (c *Comm) Size() int { return len(c.group) }
 // WorldRank returns the world rank of communicator rank r.
 func (c *Comm) WorldRank(r int) int { return c.group[r] }
 
-// Model returns the world's cost model (probed, cached, from a file or
-// given in Config), or nil when there is none and planning uses a uniform
-// model.
-func (c *Comm) Model() *collective.Model { return c.w.model.Load() }
+// Model returns the cost model of this communicator's ranks (probed,
+// cached, from a file or given in Config; row and column r are this
+// communicator's rank r), or nil when there is none and planning uses a
+// uniform model.
+func (c *Comm) Model() *collective.Model {
+	if c.w.model.Load() == nil {
+		return nil
+	}
+	return c.model()
+}
+
+// Now returns the time on rank 0's clock: this host's clock corrected by
+// the offset the probe measured (uncorrected when there was no probe), so
+// that times taken on different hosts can be compared.
+func (c *Comm) Now() time.Time {
+	t := time.Now()
+	if p := c.w.offsets.Load(); p != nil && c.w.rank < len(*p) {
+		t = t.Add(time.Duration((*p)[c.w.rank] * float64(time.Second)))
+	}
+	return t
+}
+
+// Dup returns a new communicator with the same ranks, whose messages never
+// mix with this one's (MPI_Comm_dup): a library can talk on it without
+// fear of matching the caller's messages. It is collective (every rank
+// calls it in the same order as its other collective calls) but sends
+// nothing.
+func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
+	if err := c.check("Dup"); err != nil {
+		return nil, err
+	}
+	seq := c.splits.Add(1)
+	group := append([]int(nil), c.group...)
+	return c.w.newComm(splitID(c.id, seq, -2), group, c.w.rank), nil
+}
+
+type noTimeoutKey struct{}
+
+// WithoutTimeout marks ctx so that Config.OpTimeout does not apply to
+// operations that use it: for waits that are legitimately long (a worker
+// waiting for its next task). The context's own deadline, if any, still
+// does.
+func WithoutTimeout(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noTimeoutKey{}, true)
+}
 
 // ProbeResult returns what the start-up probe (or Reprobe) measured, with
 // clock offsets and the schedule of probes; nil if no probe ran and no
@@ -185,7 +227,7 @@ func opErr(op string, err error) error {
 // withTimeout applies the configured operation timeout to a context that
 // has no deadline.
 func (c *Comm) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.w.cfg.OpTimeout > 0 {
+	if c.w.cfg.OpTimeout > 0 && ctx.Value(noTimeoutKey{}) == nil {
 		if _, ok := ctx.Deadline(); !ok {
 			return context.WithTimeout(ctx, c.w.cfg.OpTimeout)
 		}

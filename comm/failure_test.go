@@ -300,3 +300,44 @@ func TestNewCommAfterPeerLeft(t *testing.T) {
 	require.True(t, errors.As(d.brokenErr(), &re))
 	require.Equal(t, 2, re.Rank)
 }
+
+func TestDupModelNowTimeout(t *testing.T) {
+	comms := startWorld(t, 3, "mem", func(c *Config) { c.OpTimeout = 50 * time.Millisecond })
+	ctx := context.Background()
+	dups := make([]*Comm, 3)
+	onAll(t, comms, func(c *Comm) error {
+		d, err := c.Dup(ctx)
+		dups[c.Rank()] = d
+		return err
+	})
+	// A message on the duplicate is not seen by the original.
+	require.NoError(t, dups[0].Send(ctx, 1, 1, []byte("dup")))
+	ok, _, err := comms[1].Iprobe(0, AnyTag)
+	require.NoError(t, err)
+	require.False(t, ok)
+	b, _, err := dups[1].Recv(ctx, 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, "dup", string(b))
+
+	// WithoutTimeout lifts OpTimeout.
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		comms[2].Send(ctx, 0, 5, []byte("late"))
+	}()
+	b, _, err = comms[0].Recv(WithoutTimeout(ctx), 2, 5)
+	require.NoError(t, err)
+	require.Equal(t, "late", string(b))
+
+	// Model of a sub-communicator is its rows and columns.
+	m := collective.NewUniformModel(3, 0, 1)
+	m.Bandwidth[2][0] = 7
+	comms[0].w.setModel(m, []float64{0, 0.5, 0})
+	sub := comms[0].w.newComm(77, []int{2, 0}, 0)
+	require.Equal(t, 7.0, sub.Model().Bandwidth[0][1])
+	require.Nil(t, (&Comm{w: newWorld(&Bootstrap{Size: 1}, Config{})}).Model())
+	// Now is on rank 0's clock: with rank 1's offset at half a second, rank
+	// 1's Now runs half a second ahead of its own clock.
+	require.InDelta(t, 0.0, comms[1].Now().Sub(time.Now()).Seconds(), 0.05, "no offsets: the local clock")
+	comms[1].w.setModel(m, []float64{0, 0.5, 0})
+	require.InDelta(t, 0.5, comms[1].Now().Sub(time.Now()).Seconds(), 0.05)
+}

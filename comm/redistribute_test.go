@@ -68,11 +68,23 @@ func TestRedistributeErrors(t *testing.T) {
 	c := comms[0]
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
-		"empty group":  func() error { _, err := c.Redistribute(ctx, nil, []int{1}, nil, RedistributeOptions{}); return err },
-		"out of range": func() error { _, err := c.Redistribute(ctx, []int{9}, []int{1}, nil, RedistributeOptions{}); return err },
-		"both sides":   func() error { _, err := c.Redistribute(ctx, []int{0, 1}, []int{1}, nil, RedistributeOptions{}); return err },
-		"twice":        func() error { _, err := c.Redistribute(ctx, []int{0, 0}, []int{1}, nil, RedistributeOptions{}); return err },
-		"buffers":      func() error { _, err := c.Redistribute(ctx, []int{0}, []int{1, 2}, make([][]byte, 1), RedistributeOptions{}); return err },
+		"empty group": func() error { _, err := c.Redistribute(ctx, nil, []int{1}, nil, RedistributeOptions{}); return err },
+		"out of range": func() error {
+			_, err := c.Redistribute(ctx, []int{9}, []int{1}, nil, RedistributeOptions{})
+			return err
+		},
+		"both sides": func() error {
+			_, err := c.Redistribute(ctx, []int{0, 1}, []int{1}, nil, RedistributeOptions{})
+			return err
+		},
+		"twice": func() error {
+			_, err := c.Redistribute(ctx, []int{0, 0}, []int{1}, nil, RedistributeOptions{})
+			return err
+		},
+		"buffers": func() error {
+			_, err := c.Redistribute(ctx, []int{0}, []int{1, 2}, make([][]byte, 1), RedistributeOptions{})
+			return err
+		},
 		"algorithm": func() error {
 			_, err := c.Redistribute(ctx, []int{0}, []int{1}, make([][]byte, 1), RedistributeOptions{Algorithm: collective.OpenShop})
 			return err
