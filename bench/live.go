@@ -133,6 +133,7 @@ func LiveCommand(args []string, stdout, stderr io.Writer) int {
 	model := fs.String("model", "", "cost model JSON for planning and the lower bound (default: uniform)")
 	emulate := fs.String("emulate", "", "emulate a network in user space: a model JSON or a netlab topology (rates and latencies per pair)")
 	jsonOut := fs.String("json", "", "write one JSON record per collective, algorithm and size here")
+	timelineDir := fs.String("timeline", "", "directory for the predicted and measured timing diagrams (PNG and JSON) of each Alltoallv size and planner")
 	peer := fs.String("peer", "", "also run the pattern with the system's MPI: mpi (Open MPI's mpirun, TCP transport)")
 	peerIf := fs.String("peer-if", "lo", "network the MPI peer uses (btl_tcp_if_include), e.g. lo or 10.0.0.0/8")
 	fs.Usage = func() {
@@ -174,6 +175,10 @@ Flags:
 	recFile := filepath.Join(tmp, "records.json")
 	rankArgs := append([]string{"live-rank"}, lf.args()...)
 	rankArgs = append(rankArgs, "-records", recFile, "-transport-name", *transport)
+	if *timelineDir != "" {
+		abs, _ := filepath.Abs(*timelineDir)
+		rankArgs = append(rankArgs, "-timeline", abs)
+	}
 	var env []string
 	if *model != "" {
 		abs, _ := filepath.Abs(*model)
@@ -264,6 +269,7 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 	var lf liveFlags
 	lf.register(fs)
 	records := fs.String("records", "", "where rank 0 writes the JSON records")
+	timelineDir := fs.String("timeline", "", "where rank 0 writes timing diagrams")
 	tname := fs.String("transport-name", "", "transport name for the records")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
@@ -331,6 +337,19 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 				}
 				if it >= lf.warmup {
 					times = append(times, slowest[0])
+				}
+			}
+			if *timelineDir != "" && lf.collective == "alltoallv" && algo != comm.Naive {
+				pred, meas, err := c.Timeline(ctx)
+				if err != nil {
+					fmt.Fprintln(stderr, "hetbench live: timeline:", err)
+					return ExitError
+				}
+				if me == 0 {
+					if err := writeTimeline(*timelineDir, fmt.Sprintf("alltoallv-%s-%d-%s", lf.pattern, size, algo), pred, meas); err != nil {
+						fmt.Fprintln(stderr, "hetbench live: timeline:", err)
+						return ExitError
+					}
 				}
 			}
 			if me != 0 {
@@ -406,6 +425,22 @@ func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective
 	return nil, 0, 0, fmt.Errorf("unknown collective %q (want alltoallv, bcast or allgather)", coll)
 }
 
+// writeTimeline writes NAME.json (predicted and measured plans) and
+// NAME.png (the two timing diagrams) into dir.
+func writeTimeline(dir, name string, pred, meas *collective.Plan) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(map[string]*collective.Plan{"predicted": pred, "measured": meas}, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
+		return err
+	}
+	return TimingDiagram(pred, meas, filepath.Join(dir, name+".png"))
+}
+
 // runMPIPeer builds bench/peer/alltoallv.c with mpicc and runs it with
 // Open MPI's TCP transport on the same ranks and pattern.
 func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude string, stderr io.Writer) ([]LiveRecord, error) {
@@ -432,6 +467,17 @@ func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude 
 		}
 		args = append(args, exe, lf.pattern, strconv.FormatInt(size, 10), strconv.FormatUint(lf.seed, 10), strconv.Itoa(lf.iters), strconv.Itoa(lf.warmup))
 		cmd := exec.CommandContext(ctx, "mpirun", args...)
+		if hosts != "" {
+			// mpirun's daemons connect back to it: it must run where the
+			// hosts can reach it, so start it through the agent on the
+			// first host (in a testbed the launcher's own host is not on
+			// the lab network).
+			line := "mpirun"
+			for _, a := range args {
+				line += " " + launch.ShellQuote(a)
+			}
+			cmd = exec.CommandContext(ctx, rsh, strings.Split(hosts, ",")[0], line)
+		}
 		cmd.Stdin = nil
 		cmd.Stderr = stderr
 		out, err := cmd.Output()

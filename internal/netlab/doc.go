@@ -1,7 +1,9 @@
 // Package netlab builds the network-namespace testbed on which hetcomm runs
 // for real over links of different speeds: one network namespace per host,
 // each NIC a veth whose egress (on the host's end) and ingress (on the
-// switch's end) are shaped with tc tbf, NICs plugged into Linux bridges
+// switch's end) are shaped with tc htb (an acknowledgement class first, then
+// the rest, so the link behaves like a host with a flow-isolating qdisc),
+// NICs plugged into Linux bridges
 // (one /24 each) that live in a dedicated switch namespace, optional
 // second NICs on a second bridge, backbones between bridges shaped in both
 // directions, per-pair rates (htb classes by destination address on the

@@ -30,7 +30,7 @@ func Example() {
 	// The commands Up would run as root (here: the shaping of slow's NIC).
 	cmds, _ := topo.UpCommands(netlab.Prefix(topo.Name))
 	for _, c := range cmds {
-		if s := c.String(); strings.Contains(s, " tbf ") && strings.Contains(s, "h1e0") || strings.Contains(s, "nl-demo.slow qdisc") {
+		if s := c.String(); strings.Contains(s, "classid 1:1 ") && (strings.Contains(s, "h1e0") || strings.Contains(s, "nl-demo.slow")) {
 			fmt.Println(s)
 		}
 	}
@@ -42,7 +42,7 @@ func Example() {
 	// slow is at 10.77.1.2
 	// fast -> slow: 50 Mbit/s
 	// slow -> fast: 20 Mbit/s
-	// tc -n nl-demo.slow qdisc add dev eth0 root tbf rate 20000000bit burst 16000 limit 4194304
-	// tc -n nl-demo_sw qdisc add dev h1e0 root tbf rate 50000000bit burst 16000 limit 1048576
+	// tc -n nl-demo.slow class add dev eth0 parent 1: classid 1:1 htb rate 20000000bit ceil 20000000bit burst 16000 cburst 16000 quantum 2500
+	// tc -n nl-demo_sw class add dev h1e0 parent 1: classid 1:1 htb rate 50000000bit ceil 50000000bit burst 16000 cburst 16000 quantum 6250
 	// netlab: topology: host "a" nics[0]: unknown bridge "wan"
 }

@@ -112,9 +112,46 @@ func (r *resolved) portQueueBytes(mbit float64) int {
 	return max(r.queues.PortMinBytes, int(mbit*1e6/8*r.queues.PortMillis/1000))
 }
 
-func tbf(ip []string, dev string, mbit float64, limit int) Command {
-	return Command{Args: append(ip, "qdisc", "add", "dev", dev, "root", "tbf",
-		"rate", bits(mbit), "burst", strconv.Itoa(burstBytes(mbit)), "limit", strconv.Itoa(limit))}
+// shaper shapes dev to mbit Mbit/s with a queue of limit bytes. It is an
+// htb tree rather than a plain tbf so that the link behaves like a host
+// with a flow-isolating qdisc (fq_codel, Linux's default, which this kernel
+// lacks): small TCP packets (IP length < 128 bytes: pure acknowledgements)
+// go in a class served first, so the ACKs of a flow coming in are never
+// queued behind megabytes of a flow going out on the same NIC. With one
+// FIFO, a slow host that sends and receives at once starves its incoming
+// flow (measured: -30% at 20 Mbit/s). Both classes are capped at the link's
+// rate, which they share.
+func shaper(tc []string, dev string, mbit float64, limit int) []Command {
+	var cmds []Command
+	add := func(args ...string) { cmds = append(cmds, Command{Args: append(append([]string{}, tc...), args...)}) }
+	add("qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
+	htbClass(add, dev, "1:", "1:1", mbit, mbit, "")
+	htbClass(add, dev, "1:1", "1:10", mbit/10, mbit, "0")
+	htbClass(add, dev, "1:1", "1:20", mbit*0.9, mbit, "1")
+	add("qdisc", "add", "dev", dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", "1000")
+	add("qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "bfifo", "limit", strconv.Itoa(limit))
+	add(ackFilter(dev, "1:10")...)
+	return cmds
+}
+
+// htbClass adds an htb class with the burst and quantum suited to its
+// ceil, and a priority when prio is not empty.
+func htbClass(add func(...string), dev, parent, id string, rate, ceil float64, prio string) {
+	b := strconv.Itoa(burstBytes(ceil))
+	quantum := strconv.Itoa(min(200000, max(1514, int(ceil*1e6/8/1000))))
+	args := []string{"class", "add", "dev", dev, "parent", parent, "classid", id, "htb",
+		"rate", bits(rate), "ceil", bits(ceil), "burst", b, "cburst", b, "quantum", quantum}
+	if prio != "" {
+		args = append(args, "prio", prio)
+	}
+	add(args...)
+}
+
+// ackFilter sends TCP packets shorter than 128 bytes (IP total length) to
+// flowid: matched before any other filter (u32 prio 1).
+func ackFilter(dev, flowid string) []string {
+	return []string{"filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+		"u32", "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", "0xff80", "at", "2", "flowid", flowid}
 }
 
 // hostSetup is the script run in a fresh host or switch namespace: no
@@ -167,7 +204,8 @@ func (r *resolved) upCommands(prefix string) []Command {
 		add(cat(ipSW, "link", "set", db, "master", BridgeDevice(bb.B))...)
 		add(cat(ipSW, "link", "set", da, "up")...)
 		add(cat(ipSW, "link", "set", db, "up")...)
-		cmds = append(cmds, tbf(tcSW, da, rate, r.portQueueBytes(rate)), tbf(tcSW, db, rate, r.portQueueBytes(rate)))
+		cmds = append(cmds, shaper(tcSW, da, rate, r.portQueueBytes(rate))...)
+		cmds = append(cmds, shaper(tcSW, db, rate, r.portQueueBytes(rate))...)
 	}
 
 	for i, h := range t.Hosts {
@@ -196,10 +234,10 @@ func (r *resolved) upCommands(prefix string) []Command {
 			if classes := r.pairClasses(i, n); len(classes) > 0 {
 				cmds = append(cmds, r.htbCommands(tcH, eth, out, classes)...)
 			} else {
-				cmds = append(cmds, tbf(tcH, eth, out, r.queues.NICBytes))
+				cmds = append(cmds, shaper(tcH, eth, out, r.queues.NICBytes)...)
 			}
 			in := nic.RateIn * r.scale
-			cmds = append(cmds, tbf(tcSW, port, in, r.portQueueBytes(in)))
+			cmds = append(cmds, shaper(tcSW, port, in, r.portQueueBytes(in))...)
 		}
 	}
 	if rules := r.lossRules(); rules != "" {
@@ -251,24 +289,23 @@ func (r *resolved) htbCommands(tc []string, dev string, out float64, classes []p
 	share := min(1, out/sum)
 	var cmds []Command
 	add := func(args ...string) { cmds = append(cmds, Command{Args: append(append([]string{}, tc...), args...)}) }
-	class := func(parent, id string, rate, ceil float64) {
-		b := strconv.Itoa(burstBytes(ceil))
-		quantum := strconv.Itoa(min(200000, max(1514, int(ceil*1e6/8/1000))))
-		add("class", "add", "dev", dev, "parent", parent, "classid", id, "htb",
-			"rate", bits(rate), "ceil", bits(ceil), "burst", b, "cburst", b, "quantum", quantum)
-	}
+	class := func(parent, id string, rate, ceil float64) { htbClass(add, dev, parent, id, rate, ceil, "1") }
 	limit := strconv.Itoa(r.queues.NICBytes)
 	add("qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "2")
-	class("1:", "1:1", out, out)
+	htbClass(add, dev, "1:", "1:1", out, out, "")
 	class("1:1", "1:2", out*share, out)
 	add("qdisc", "add", "dev", dev, "parent", "1:2", "handle", "2:", "bfifo", "limit", limit)
+	// Acknowledgements first, as in shaper.
+	htbClass(add, dev, "1:1", "1:3", out*share/10, out, "0")
+	add("qdisc", "add", "dev", dev, "parent", "1:3", "handle", "3:", "pfifo", "limit", "1000")
+	add(ackFilter(dev, "1:3")...)
 	for _, c := range classes {
 		minor := fmt.Sprintf("%x", 0x10+c.dst)
 		id := "1:" + minor
 		class("1:1", id, c.rate*share, c.rate)
 		add("qdisc", "add", "dev", dev, "parent", id, "handle", minor+":", "bfifo", "limit", limit)
 		for _, a := range c.addrs {
-			add("filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+			add("filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "2",
 				"u32", "match", "ip", "dst", a.String()+"/32", "flowid", id)
 		}
 	}

@@ -242,24 +242,35 @@ func TestUpCommands(t *testing.T) {
 		"ip -n nl-x_sw link add bb0a type veth peer name bb0b",
 		"ip -n nl-x_sw link set bb0a master br-e",
 		"ip -n nl-x_sw link set bb0b master br-w",
-		"tc -n nl-x_sw qdisc add dev bb0a root tbf rate 200000000bit burst 50000 limit 2500000",
-		"tc -n nl-x_sw qdisc add dev bb0b root tbf rate 200000000bit burst 50000 limit 2500000",
+		// (htb: acknowledgements first, then the rest, sharing the rate)
+		"tc -n nl-x_sw qdisc add dev bb0a root handle 1: htb default 20",
+		"tc -n nl-x_sw class add dev bb0a parent 1: classid 1:1 htb rate 200000000bit ceil 200000000bit burst 50000 cburst 50000 quantum 25000",
+		"tc -n nl-x_sw class add dev bb0a parent 1:1 classid 1:10 htb rate 20000000bit ceil 200000000bit burst 50000 cburst 50000 quantum 25000 prio 0",
+		"tc -n nl-x_sw class add dev bb0a parent 1:1 classid 1:20 htb rate 180000000bit ceil 200000000bit burst 50000 cburst 50000 quantum 25000 prio 1",
+		"tc -n nl-x_sw qdisc add dev bb0a parent 1:20 handle 20: bfifo limit 2500000",
+		"tc -n nl-x_sw filter add dev bb0a parent 1: protocol ip prio 1 u32 match ip protocol 6 0xff match u16 0x0000 0xff80 at 2 flowid 1:10",
+		"tc -n nl-x_sw qdisc add dev bb0b root handle 1: htb default 20",
 		"ip netns add nl-x.a",
 		"echo reno > /proc/sys/net/ipv4/tcp_congestion_control",
 		"ip -n nl-x_sw link add h0e0 type veth peer name eth0 netns nl-x.a",
 		"ip -n nl-x.a addr add 10.77.1.1/24 dev eth0",
 		"ip -n nl-x.a route add 10.77.2.0/24 dev eth0",
 		"ip -n nl-x.b route add 10.77.1.0/24 dev eth0",
-		// a's egress: htb with a 5 Mbit/s class for b; ingress tbf 20 Mbit/s, 1 MiB queue
+		// a's egress: htb with an acknowledgement class and a 5 Mbit/s class
+		// for b; ingress 20 Mbit/s with a 1 MiB queue
 		"tc -n nl-x.a qdisc add dev eth0 root handle 1: htb default 2",
 		"tc -n nl-x.a class add dev eth0 parent 1: classid 1:1 htb rate 400000000bit ceil 400000000bit burst 100000 cburst 100000 quantum 50000",
-		"tc -n nl-x.a class add dev eth0 parent 1:1 classid 1:11 htb rate 4938272bit ceil 5000000bit burst 16000 cburst 16000 quantum 1514",
+		"tc -n nl-x.a class add dev eth0 parent 1:1 classid 1:3 htb rate 39506173bit ceil 400000000bit burst 100000 cburst 100000 quantum 50000 prio 0",
+		"tc -n nl-x.a filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 6 0xff match u16 0x0000 0xff80 at 2 flowid 1:3",
+		"tc -n nl-x.a class add dev eth0 parent 1:1 classid 1:11 htb rate 4938272bit ceil 5000000bit burst 16000 cburst 16000 quantum 1514 prio 1",
 		"tc -n nl-x.a qdisc add dev eth0 parent 1:11 handle 11: bfifo limit 4194304",
-		"tc -n nl-x.a filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.77.2.1/32 flowid 1:11",
-		"tc -n nl-x_sw qdisc add dev h0e0 root tbf rate 20000000bit burst 16000 limit 1048576",
+		"tc -n nl-x.a filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.77.2.1/32 flowid 1:11",
+		"tc -n nl-x_sw qdisc add dev h0e0 root handle 1: htb default 20",
+		"tc -n nl-x_sw class add dev h0e0 parent 1: classid 1:1 htb rate 20000000bit ceil 20000000bit burst 16000 cburst 16000 quantum 2500",
+		"tc -n nl-x_sw qdisc add dev h0e0 parent 1:20 handle 20: bfifo limit 1048576",
 		// b: the pair is symmetric, so b's egress also has a class for a
 		"tc -n nl-x.b class add dev eth0 parent 1:1 classid 1:10 htb rate 3333333bit ceil 5000000bit",
-		"tc -n nl-x.b filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.77.1.1/32 flowid 1:10",
+		"tc -n nl-x.b filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.77.1.1/32 flowid 1:10",
 		// loss on a's port, both directions, 0.01 % resolution
 		"ip netns exec nl-x_sw nft -f - <<'EOF'\ntable bridge netlab_loss {",
 		`iifname "h0e0" ether type ip numgen random mod 10000 < 250 drop`,
@@ -272,7 +283,7 @@ func TestUpCommands(t *testing.T) {
 	require.Equal(t, "ip netns add nl-x_sw", lines[0])
 	require.Contains(t, lines[len(lines)-1], "nft -f -")
 
-	// Without pairs or loss: plain tbf with a 4 MiB NIC queue, no nft.
+	// Without pairs or loss: the NIC shaper with a 4 MiB queue, no nft.
 	topo2, err := ParseBytes([]byte(twoHosts))
 	require.NoError(t, err)
 	cmds, err = topo2.UpCommands("nl-y")
@@ -282,11 +293,13 @@ func TestUpCommands(t *testing.T) {
 		lines = append(lines, c.String())
 	}
 	all = strings.Join(lines, "\n")
-	require.Contains(t, all, "tc -n nl-y.a qdisc add dev eth0 root tbf rate 100000000bit burst 25000 limit 4194304")
-	require.Contains(t, all, "tc -n nl-y_sw qdisc add dev h0e0 root tbf rate 50000000bit burst 16000 limit 1048576")
+	require.Contains(t, all, "tc -n nl-y.a class add dev eth0 parent 1: classid 1:1 htb rate 100000000bit ceil 100000000bit burst 25000 cburst 25000 quantum 12500")
+	require.Contains(t, all, "tc -n nl-y.a qdisc add dev eth0 parent 1:20 handle 20: bfifo limit 4194304")
+	require.Contains(t, all, "tc -n nl-y_sw class add dev h0e0 parent 1: classid 1:1 htb rate 50000000bit ceil 50000000bit burst 16000 cburst 16000 quantum 6250")
+	require.Contains(t, all, "tc -n nl-y_sw qdisc add dev h0e0 parent 1:20 handle 20: bfifo limit 1048576")
 	require.Contains(t, all, "echo bbr > /proc/sys/net/ipv4/tcp_congestion_control")
 	require.NotContains(t, all, "nft")
-	require.NotContains(t, all, "htb")
+	require.NotContains(t, all, " tbf ", "every shaped point is an htb tree with an acknowledgement class")
 }
 
 func TestNames(t *testing.T) {
