@@ -42,6 +42,11 @@ type LiveRecord struct {
 	P99S       float64 `json:"p99_s"`
 	LowerBound float64 `json:"lower_bound_s"`
 	Predicted  float64 `json:"predicted_s"`
+	// NICBound is the multi-port bound (collective.NICBound): ranks limited
+	// by their interfaces, not one message at a time.
+	NICBound float64 `json:"nic_bound_s,omitempty"`
+	// Chosen is what Auto resolved to.
+	Chosen string `json:"chosen,omitempty"`
 }
 
 // liveFlags are shared by the launcher and the ranks.
@@ -295,7 +300,7 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 	var recs []LiveRecord
 	if me == 0 {
 		fmt.Fprintf(stdout, "# hetcomm %s, pattern %s, %d ranks, transport %s, %d iterations (+%d warm-up)\n", lf.collective, lf.pattern, n, *tname, lf.iters, lf.warmup)
-		fmt.Fprintf(stdout, "# %-10s %-12s %14s %14s %14s %14s %14s %14s %14s %8s\n", "Size", "Algorithm", "Avg(us)", "Min(us)", "Max(us)", "P50(us)", "P99(us)", "LowerBnd(us)", "Predicted(us)", "Meas/LB")
+		fmt.Fprintf(stdout, "# %-10s %-12s %14s %14s %14s %14s %14s %14s %14s %14s %8s\n", "Size", "Algorithm", "Avg(us)", "Min(us)", "Max(us)", "P50(us)", "P99(us)", "LowerBnd(us)", "NICBound(us)", "Predicted(us)", "Meas/LB")
 	}
 	if lf.collective != "alltoallv" {
 		algos = []collective.Algorithm{"default"}
@@ -313,7 +318,7 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		for _, algo := range algos {
-			run, lb, pred, err := liveOp(c, lf.collective, sz, size, algo)
+			run, lb, pred, nicb, err := liveOp(c, lf.collective, sz, size, algo)
 			if err != nil {
 				fmt.Fprintln(stderr, "hetbench live:", err)
 				return ExitError
@@ -358,14 +363,19 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 			st := Summarize(times)
 			r := LiveRecord{System: "hetcomm", Collective: lf.collective, Algorithm: string(algo), Pattern: lf.pattern, Transport: *tname,
 				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, AvgS: st.Mean, MedianS: st.Median, MinS: st.Min, MaxS: st.Max, P99S: st.P99,
-				LowerBound: lb, Predicted: pred}
+				LowerBound: lb, Predicted: pred, NICBound: nicb}
+			name := string(algo)
+			if algo == collective.Auto && lf.collective == "alltoallv" {
+				r.Chosen = string(c.LastAlgorithm())
+				name += "=" + r.Chosen
+			}
 			recs = append(recs, r)
 			ratioS := "-"
 			if lb > 0 {
 				ratioS = fmt.Sprintf("%.3f", st.Median/lb)
 			}
-			fmt.Fprintf(stdout, "  %-10d %-12s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %8s\n", size, algo,
-				st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, lb*1e6, pred*1e6, ratioS)
+			fmt.Fprintf(stdout, "  %-10d %-12s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %8s\n", size, name,
+				st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, lb*1e6, nicb*1e6, pred*1e6, ratioS)
 		}
 	}
 	if me == 0 && *records != "" {
@@ -379,9 +389,9 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 // liveOp prepares one collective and returns the function that runs it
-// once, with the lower bound and the prediction under the comm's model
-// (zero when no model was given).
-func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective.Algorithm) (func(context.Context) error, float64, float64, error) {
+// once, with the one-port lower bound, the prediction and the interface
+// bound under the comm's model (zero when no model was given).
+func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective.Algorithm) (func(context.Context) error, float64, float64, float64, error) {
 	me, n := c.Rank(), c.Size()
 	switch coll {
 	case "alltoallv":
@@ -391,10 +401,18 @@ func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective
 			send[j] = make([]byte, sz[me][j])
 			bufs[j] = make([]byte, sz[j][me])
 		}
-		var lb, pred float64
-		if m := c.Model(); m != nil && algo != comm.Naive {
-			if p, err := collective.PlanExchange(m, &collective.Exchange{Bytes: sz}, algo, collective.Options{Seed: 1}); err == nil {
-				lb, pred = p.LowerBound, p.Predicted
+		var lb, pred, nicb float64
+		if m := c.Model(); m != nil {
+			nicb = collective.NICBound(m, &collective.Exchange{Bytes: sz})
+			a := algo
+			if a == comm.Naive {
+				a = collective.OpenShop // only for the one-port bound
+			}
+			if p, err := collective.PlanExchange(m, &collective.Exchange{Bytes: sz}, a, collective.Options{Seed: 1}); err == nil {
+				lb = p.LowerBound
+				if algo != comm.Naive {
+					pred = p.Predicted
+				}
 			}
 		}
 		return func(ctx context.Context) error {
@@ -408,21 +426,21 @@ func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective
 				}
 			}
 			return nil
-		}, lb, pred, nil
+		}, lb, pred, nicb, nil
 	case "bcast":
 		data := make([]byte, size)
 		return func(ctx context.Context) error {
 			_, err := c.Bcast(ctx, 0, data)
 			return err
-		}, 0, 0, nil
+		}, 0, 0, 0, nil
 	case "allgather":
 		data := make([]byte, size)
 		return func(ctx context.Context) error {
 			_, err := c.Allgatherv(ctx, data)
 			return err
-		}, 0, 0, nil
+		}, 0, 0, 0, nil
 	}
-	return nil, 0, 0, fmt.Errorf("unknown collective %q (want alltoallv, bcast or allgather)", coll)
+	return nil, 0, 0, 0, fmt.Errorf("unknown collective %q (want alltoallv, bcast or allgather)", coll)
 }
 
 // writeTimeline writes NAME.json (predicted and measured plans) and

@@ -46,5 +46,5 @@ func ExamplePlanExchange() {
 	// 1->0  send #0  recv #0  [0.00, 0.11]
 	// 2->0  send #0  recv #1  [0.11, 1.12]
 	// 2->1  send #1  recv #1  [1.12, 1.23]
-	// auto picked caterpillar: predicted 1.12 s
+	// auto picked minmatch: predicted 1.12 s
 }

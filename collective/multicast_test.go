@@ -296,7 +296,7 @@ func TestMulticastAuto(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, p, sim)
 	require.Equal(t, 14.0, p.Predicted, "the best planner of the example completes at 14")
-	require.Equal(t, WRP, p.Algorithm, "WRP is the first planner (in Algorithms order) to reach 14")
+	require.Equal(t, RRP, p.Algorithm, "RRP is the first planner (in Auto's preference order) to reach 14")
 }
 
 func TestMulticastLowerBoundAgainstReference(t *testing.T) {

@@ -139,14 +139,25 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 	recv[c.rank] = append(recvBuf(o.Recv, c.rank, len(send[c.rank]))[:0], send[c.rank]...)
 	bufs := o.Recv
 	tl := &Timeline{algorithm: algo, start: time.Now()}
-	if algo == Naive {
-		err = c.naiveExchange(k, send, recv, bufs, bytes, tl)
-	} else {
-		var plan *collective.Plan
+	var plan *collective.Plan
+	if algo != Naive {
 		if plan, err = c.planFor(bytes, algo); err != nil {
 			return nil, k.err(err)
 		}
-		tl.plan = plan
+		// Auto also weighs posting everything at once: on a network whose
+		// ranks are limited by their interfaces rather than one-port, that
+		// runs near the interface bound, which one-port schedules cannot
+		// reach when fast ranks talk to slow ones. The choice depends only
+		// on the sizes and the model, so every rank makes the same one.
+		if algo == collective.Auto && c.w.model.Load() != nil &&
+			collective.NICBound(c.model(), &collective.Exchange{Bytes: bytes}) < autoNaiveMargin*plan.Predicted {
+			plan, tl.algorithm = nil, Naive
+		}
+	}
+	if plan == nil {
+		err = c.naiveExchange(k, send, recv, bufs, bytes, tl)
+	} else {
+		tl.plan, tl.algorithm = plan, plan.Algorithm
 		err = c.executePlan(k, plan, send, recv, bufs, tl)
 	}
 	if err != nil {
@@ -156,6 +167,21 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 	c.timeline = tl
 	c.planMu.Unlock()
 	return recv, nil
+}
+
+// autoNaiveMargin: Auto posts everything at once when the interface bound
+// is below this fraction of the best plan's prediction.
+const autoNaiveMargin = 0.9
+
+// LastAlgorithm returns the algorithm the last Alltoallv on this
+// communicator ran (Auto resolved to the planner, or Naive), "" if none.
+func (c *Comm) LastAlgorithm() collective.Algorithm {
+	c.planMu.Lock()
+	defer c.planMu.Unlock()
+	if c.timeline == nil {
+		return ""
+	}
+	return c.timeline.algorithm
 }
 
 // recvBuf returns bufs[i][:n] when it is large enough, else a new slice.
