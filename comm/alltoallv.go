@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"sync"
 	"time"
 
@@ -90,7 +91,11 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 	if inlineMax < 0 {
 		inlineMax = int(^uint(0) >> 1)
 	}
-	row := make([]int64, 2*n+1)
+	// The head: sizes (n), inline flags (n), the algorithm, the model's
+	// digest, and (on the world communicator) the drifted rates this rank
+	// observed on its incoming links (n, as float64 bits, 0 for none).
+	world := c.id == worldCommID
+	row := make([]int64, 3*n+2)
 	for j, b := range send {
 		row[j] = int64(len(b))
 		if j != c.rank && (len(b) == 0 || len(b) <= inlineMax) {
@@ -98,6 +103,12 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		}
 	}
 	row[2*n] = int64(hashString(string(algo)))
+	row[2*n+1] = int64(c.w.modelDigest())
+	if world {
+		for src, rate := range c.w.driftProposals() {
+			row[2*n+2+src] = int64(math.Float64bits(rate))
+		}
+	}
 	head := putInt64s(row)
 	rows, err := k.exchange(head, func(j int) []byte {
 		if row[n+j] == 1 && len(send[j]) > 0 {
@@ -109,7 +120,8 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		return nil, k.err(err)
 	}
 	recv := make([][]byte, n)
-	bytes := make([][]int64, n) // the large messages that remain
+	var drifted map[int]map[int]float64 // receiver -> source -> observed rate
+	bytes := make([][]int64, n)         // the large messages that remain
 	for i, b := range rows {
 		if len(b) < len(head) {
 			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent a %d-byte size row, expected %d", ErrMismatch, i, len(b), len(head))})
@@ -117,6 +129,22 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		v := getInt64s(b[:len(head)])
 		if v[2*n] != row[2*n] {
 			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d asked for another Alltoallv algorithm than %q", ErrMismatch, i, algo)})
+		}
+		if v[2*n+1] != row[2*n+1] {
+			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d plans with another cost model than this rank", ErrMismatch, i)})
+		}
+		if world {
+			for src := 0; src < n; src++ {
+				if bits := v[2*n+2+src]; bits != 0 {
+					if drifted == nil {
+						drifted = map[int]map[int]float64{}
+					}
+					if drifted[i] == nil {
+						drifted[i] = map[int]float64{}
+					}
+					drifted[i][src] = math.Float64frombits(uint64(bits))
+				}
+			}
 		}
 		bytes[i] = v[:n]
 		bytes[i][i] = 0
@@ -137,6 +165,8 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		}
 	}
 	recv[c.rank] = append(recvBuf(o.Recv, c.rank, len(send[c.rank]))[:0], send[c.rank]...)
+	// Every rank has the same proposals now: apply them before planning.
+	c.w.applyDrift(drifted)
 	bufs := o.Recv
 	tl := &Timeline{algorithm: algo, start: time.Now()}
 	var plan *collective.Plan
@@ -373,6 +403,7 @@ func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eager
 		}
 		if !s.begin.IsZero() {
 			ev.first = s.begin
+			c.w.observe(g, t.Bytes, s.at.Sub(s.begin).Seconds())
 		}
 		ev.end = s.at
 		recv[t.Src] = buf

@@ -48,6 +48,10 @@ type Config struct {
 	ProbeConfig netprobe.Config
 	// CacheDir holds cached models. "" means netprobe.DefaultCacheDir().
 	CacheDir string
+	// Drift is the relative difference between the rates observed during
+	// Alltoallv and the model's beyond which the model is updated (the
+	// next plans use the observed rates). 0 means 0.3; negative disables.
+	Drift float64
 
 	// Heartbeat is the interval of liveness probes on idle links. 0 means
 	// 1 s; negative disables heartbeats and silence detection.

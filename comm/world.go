@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"sort"
@@ -103,6 +104,8 @@ type world struct {
 	probed     atomic.Pointer[netprobe.Result]
 	dir        *directory
 	kind       transport.Kind
+	driftMu    sync.Mutex
+	drift      *netprobe.Drift // nil when disabled
 
 	links     []transport.Link // by peer world rank; nil for self
 	listeners []transport.Listener
@@ -202,6 +205,12 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 		}
 	}
 	w := newWorld(boot, c)
+	if c.Drift >= 0 {
+		w.drift = netprobe.NewDrift()
+		if c.Drift > 0 {
+			w.drift.Threshold = c.Drift
+		}
+	}
 	model := c.Model
 	if model == nil && boot.Model != "" {
 		if model, err = LoadModel(boot.Model); err != nil {
@@ -289,6 +298,85 @@ func (w *world) setModel(m *collective.Model, offsets []float64) {
 		w.offsets.Store(&offsets)
 	}
 	w.modelGen.Add(1)
+}
+
+// observe feeds a large transfer's measured rate (src's world rank) to the
+// drift detector.
+func (w *world) observe(src int, bytes int64, seconds float64) {
+	m := w.model.Load()
+	if w.drift == nil || m == nil || src == w.rank {
+		return
+	}
+	w.driftMu.Lock()
+	w.drift.Observe(src, bytes, seconds, 1/perByte(m, src, w.rank))
+	w.driftMu.Unlock()
+}
+
+// driftProposals returns the rates this rank proposes for its incoming
+// links (by world rank), and forgets them.
+func (w *world) driftProposals() map[int]float64 {
+	if w.drift == nil {
+		return nil
+	}
+	w.driftMu.Lock()
+	defer w.driftMu.Unlock()
+	return w.drift.Proposals()
+}
+
+// applyDrift installs proposed rates: props[dst] maps a source to the rate
+// dst observed from it (world ranks). Every rank applies the same
+// proposals, from the same exchange, so the models stay identical.
+func (w *world) applyDrift(props map[int]map[int]float64) {
+	m := w.model.Load()
+	if m == nil || len(props) == 0 {
+		return
+	}
+	n := m.Size()
+	cp := *m
+	cp.Bandwidth = make([][]float64, n)
+	for i := range cp.Bandwidth {
+		cp.Bandwidth[i] = make([]float64, n)
+		for j := range cp.Bandwidth[i] {
+			cp.Bandwidth[i][j] = 1 / perByte(m, i, j)
+		}
+		cp.Bandwidth[i][i] = 0
+	}
+	cp.PerByte = nil
+	changed := false
+	for dst, row := range props {
+		for src, rate := range row {
+			if src != dst && src >= 0 && src < n && dst >= 0 && dst < n && rate > 0 && !math.IsInf(rate, 0) {
+				cp.Bandwidth[src][dst] = rate
+				changed = true
+			}
+		}
+	}
+	if changed {
+		w.log.Info("comm: link rates drifted from the model; updated", "links", len(props))
+		w.setModel(&cp, nil)
+	}
+}
+
+// modelDigest summarises the model, so that ranks can check they plan with
+// the same one.
+func (w *world) modelDigest() uint64 {
+	m := w.model.Load()
+	if m == nil {
+		return 0
+	}
+	h := fnv.New64a()
+	var b [8]byte
+	for i := 0; i < m.Size(); i++ {
+		for j := 0; j < m.Size(); j++ {
+			binary.LittleEndian.PutUint64(b[:], math.Float64bits(1/perByte(m, i, j)))
+			h.Write(b[:])
+			if m.Latency != nil {
+				binary.LittleEndian.PutUint64(b[:], math.Float64bits(m.Latency[i][j]))
+				h.Write(b[:])
+			}
+		}
+	}
+	return h.Sum64() &^ (1 << 63)
 }
 
 // probePort lets netprobe talk through a communicator.

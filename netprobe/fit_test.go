@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/collective"
 )
 
 func TestFitLineExact(t *testing.T) {
@@ -131,4 +133,27 @@ func TestTournament(t *testing.T) {
 			require.Len(t, rounds, wantRounds)
 		}
 	}
+}
+
+func TestSuspects(t *testing.T) {
+	// Two clusters of two (fast inside), probed with the cross links
+	// contended: 0->2 and 3->1 came out slow, 2->0 absurdly fast.
+	m := &collective.Model{Latency: collective.Matrix(4, 0), Bandwidth: [][]float64{
+		{0, 12, 6, 12},
+		{12, 0, 12, 12},
+		{25, 12, 0, 12},
+		{12, 6, 12, 0},
+	}}
+	require.ElementsMatch(t, []Pair{{0, 2}, {3, 1}, {2, 0}}, Suspects(m))
+	// A network of genuinely different speeds agrees with itself: a slow
+	// host is slow with everyone.
+	nic := []float64{50, 25, 25, 2.5}
+	for i := range nic {
+		for j := range nic {
+			if i != j {
+				m.Bandwidth[i][j] = min(nic[i], nic[j])
+			}
+		}
+	}
+	require.Empty(t, Suspects(m))
 }

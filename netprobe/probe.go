@@ -49,7 +49,7 @@ type Config struct {
 	// 128 KiB.
 	MinLargest int64
 	// ExtraReps repeats the largest size of a sweep this many more times:
-	// it weighs most in the rate. 0 means 2.
+	// it weighs most in the rate. 0 means 1.
 	ExtraReps int
 	// RepBudget stops the repetitions of one size (after the first) once
 	// they have taken this long, and the pings (after three): on
@@ -83,7 +83,7 @@ func (c Config) withDefaults() Config {
 		c.MinLargest = 128 << 10
 	}
 	if c.ExtraReps <= 0 {
-		c.ExtraReps = 2
+		c.ExtraReps = 1
 	}
 	if c.RepBudget <= 0 {
 		c.RepBudget = 150 * time.Millisecond
@@ -95,7 +95,7 @@ func (c Config) withDefaults() Config {
 		c.Dominance = 8
 	}
 	if c.MinTime <= 0 {
-		c.MinTime = 30 * time.Millisecond
+		c.MinTime = 100 * time.Millisecond
 	}
 	if c.Budget <= 0 {
 		c.Budget = 300 * time.Millisecond
@@ -112,8 +112,12 @@ type Result struct {
 	Offsets []float64 `json:"offsets"`
 	// Seconds is how long the probe took (0 for a cached result).
 	Seconds float64 `json:"seconds"`
-	// Pairs records every probe: who, which round, when (rank 0's clock).
+	// Pairs records every probe of the tournament, as each of its ranks
+	// saw it.
 	Pairs []PairRecord `json:"pairs,omitempty"`
+	// Reprobed lists the directions measured again after the tournament,
+	// one at a time (see Suspects).
+	Reprobed []Pair `json:"reprobed,omitempty"`
 }
 
 // PairRecord is one probe of the tournament as one of its two ranks
@@ -133,6 +137,7 @@ const (
 	tagAck  = 2
 	tagPing = 4
 	tagPong = 5
+	tagFix  = 6
 )
 
 // row is what one rank measured: its links as a sender, its overheads, its
@@ -226,12 +231,66 @@ func Probe(ctx context.Context, p Port, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var dir []byte
+	var res *Result
+	var suspects []byte
 	if me == 0 {
-		res, err := assemble(rows, n)
-		if err != nil {
+		if res, err = assemble(rows, n); err != nil {
 			return nil, err
 		}
+		if suspects, err = json.Marshal(Suspects(res.Model)); err != nil {
+			return nil, err
+		}
+	}
+	// Probes of one round share no rank, but they may share a link of the
+	// network's core (two clusters behind one backbone): rank 0 flags the
+	// directions whose rate disagrees with what both their ends achieve
+	// with others, and those are measured again, one at a time.
+	if suspects, err = p.Bcast(ctx, 0, suspects); err != nil {
+		return nil, err
+	}
+	var again []Pair
+	if err := json.Unmarshal(suspects, &again); err != nil {
+		return nil, fmt.Errorf("netprobe: suspect list: %w", err)
+	}
+	for _, d := range again {
+		switch me {
+		case d.A:
+			f, _, err := measure(ctx, p, d.B, cfg, buf)
+			if err != nil {
+				return nil, fmt.Errorf("netprobe: probing %d->%d again: %w", me, d.B, err)
+			}
+			if me == 0 {
+				res.Model.Bandwidth[d.A][d.B] = f.Bandwidth
+			} else {
+				var b [8]byte
+				binary.LittleEndian.PutUint64(b[:], math.Float64bits(f.Bandwidth))
+				if err := p.Send(ctx, 0, tagFix, b[:]); err != nil {
+					return nil, err
+				}
+			}
+		case d.B:
+			if _, err := echo(ctx, p, d.A, buf); err != nil {
+				return nil, fmt.Errorf("netprobe: echoing %d->%d again: %w", d.A, me, err)
+			}
+		}
+		if me == 0 && d.A != 0 {
+			b, err := p.Recv(ctx, d.A, tagFix)
+			if err != nil {
+				return nil, err
+			}
+			if len(b) != 8 {
+				return nil, fmt.Errorf("netprobe: rank %d sent a malformed rate", d.A)
+			}
+			res.Model.Bandwidth[d.A][d.B] = math.Float64frombits(binary.LittleEndian.Uint64(b))
+		}
+		if err := p.Barrier(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var dir []byte
+	if me == 0 {
+		fixRates(res.Model)
+		res.Reprobed = again
 		res.Seconds = time.Since(start).Seconds()
 		if dir, err = json.Marshal(res); err != nil {
 			return nil, err
@@ -263,7 +322,6 @@ func assemble(rows [][]byte, n int) (*Result, error) {
 	m := &collective.Model{Latency: collective.Matrix(n, 0), Bandwidth: collective.Matrix(n, 0),
 		SendOverhead: make([]collective.Overhead, n), RecvOverhead: make([]collective.Overhead, n)}
 	res := &Result{Model: m, Offsets: make([]float64, n)}
-	fastest := 0.0
 	for i, b := range rows {
 		var r row
 		if err := json.Unmarshal(b, &r); err != nil || r.Rank != i || len(r.Latency) != n || len(r.Bandwidth) != n {
@@ -274,15 +332,29 @@ func assemble(rows [][]byte, n int) (*Result, error) {
 		m.SendOverhead[i], m.RecvOverhead[i] = r.Send, r.Recv
 		res.Offsets[i] = r.Offset
 		res.Pairs = append(res.Pairs, r.Pairs...)
-		for j, bw := range r.Bandwidth {
-			if j != i && !math.IsInf(bw, 0) && bw > fastest {
+	}
+
+	sort.SliceStable(res.Pairs, func(a, b int) bool {
+		if res.Pairs[a].Rank != res.Pairs[b].Rank {
+			return res.Pairs[a].Rank < res.Pairs[b].Rank
+		}
+		return res.Pairs[a].Start < res.Pairs[b].Start
+	})
+	return res, nil
+}
+
+// fixRates gives a link too fast for the sizes used to see its rate (0 or
+// infinite) the fastest rate measured anywhere (or 10 GB/s): finite, and
+// never slower than what was seen.
+func fixRates(m *collective.Model) {
+	fastest := 0.0
+	for i := range m.Bandwidth {
+		for j, bw := range m.Bandwidth[i] {
+			if i != j && !math.IsInf(bw, 0) && bw > fastest {
 				fastest = bw
 			}
 		}
 	}
-	// A link too fast for the sizes used to see its rate gets the fastest
-	// rate measured anywhere (or 10 GB/s): finite, and never slower than
-	// what was seen.
 	if fastest == 0 {
 		fastest = 10e9
 	}
@@ -295,13 +367,37 @@ func assemble(rows [][]byte, n int) (*Result, error) {
 			}
 		}
 	}
-	sort.SliceStable(res.Pairs, func(a, b int) bool {
-		if res.Pairs[a].Rank != res.Pairs[b].Rank {
-			return res.Pairs[a].Rank < res.Pairs[b].Rank
+}
+
+// Suspects lists the directions (A -> B) whose probed rate disagrees with
+// what both their ends achieve with the other ranks: below 0.9 or above
+// 1.1 times the smaller of A's best rate to others and B's best rate from
+// others. Probed in parallel with host-disjoint pairs, such a direction
+// probably shared a link of the network's core with another probe (or met
+// noise); it is worth measuring alone. Unmeasurable (0) rates are left out.
+func Suspects(m *collective.Model) []Pair {
+	n := m.Size()
+	var out []Pair
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			bw := m.Bandwidth[i][j]
+			if i == j || bw <= 0 || math.IsInf(bw, 0) {
+				continue
+			}
+			bestOut, bestIn := 0.0, 0.0
+			for k := 0; k < n; k++ {
+				if k != i && k != j {
+					bestOut = max(bestOut, m.Bandwidth[i][k])
+					bestIn = max(bestIn, m.Bandwidth[k][j])
+				}
+			}
+			ref := min(bestOut, bestIn)
+			if ref > 0 && !math.IsInf(ref, 0) && (bw < 0.9*ref || bw > 1.1*ref) {
+				out = append(out, Pair{A: i, B: j})
+			}
 		}
-		return res.Pairs[a].Start < res.Pairs[b].Start
-	})
-	return res, nil
+	}
+	return out
 }
 
 // measure sends a sweep of messages to peer, each answered by a one-byte
@@ -393,7 +489,9 @@ func measure(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (Fit
 // fitProbe fits the bandwidth on the large transfers only (at least 1/16
 // of the largest, where the m/B term dominates: smaller ones ride a token
 // bucket's burst or TCP's initial window, and their timing noise would
-// tilt the slope) and takes the latency from the tiny round trip.
+// tilt the slope; the median slope over three sizes beats a two-point
+// slope, which TCP's start-up phase bends) and takes the latency from the
+// tiny round trip.
 func fitProbe(samples []Sample, oneWaySmall float64) (Fit, error) {
 	var largest int64
 	for _, s := range samples {

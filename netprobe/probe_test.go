@@ -18,6 +18,17 @@ import (
 	"github.com/hetcomm/hetcomm/transport"
 )
 
+// tolerance is how close a probed rate must be to an emulated one: 10%, or
+// 30% under the race detector, whose overhead makes the user-space
+// emulation itself fall behind its rates on a loaded machine (the kernel-
+// shaped netlab test holds the probe to 10% in every build).
+func tolerance() float64 {
+	if raceEnabled {
+		return 0.30
+	}
+	return 0.10
+}
+
 // probeCfg makes every sweep's largest transfer last 100 ms, long enough
 // that the emulated links' timer jitter on a busy machine (a few ms) stays
 // within a few percent.
@@ -68,7 +79,9 @@ func shapedWorld(t *testing.T, n int, rate func(i, j int) float64, delay func(i,
 
 func TestProbeShapedMemNetwork(t *testing.T) {
 	const n = 4
-	rates := []float64{5e6, 10e6, 20e6, 40e6}
+	// Rates the in-memory emulation sustains even under the race detector on
+	// a loaded 2-core machine (at 40 MB/s it falls behind there).
+	rates := []float64{2.5e6, 5e6, 10e6, 20e6}
 	rate := func(i, j int) float64 { return rates[(i+2*j)%len(rates)] }
 	// Rates differ per direction; delays are symmetric: only the round trip
 	// of a delay is observable without a common clock (see Probe).
@@ -87,7 +100,7 @@ func TestProbeShapedMemNetwork(t *testing.T) {
 				continue
 			}
 			b, T := m0.Bandwidth[i][j], m0.Latency[i][j]
-			require.InEpsilon(t, rate(i, j), b, 0.10, "bandwidth %d->%d: probed %.3g, shaped %.3g", i, j, b, rate(i, j))
+			require.InEpsilon(t, rate(i, j), b, tolerance(), "bandwidth %d->%d: probed %.3g, shaped %.3g", i, j, b, rate(i, j))
 			// Latency is the best of 10 tiny round trips; emulated delays
 			// run on timers that fire late on a loaded machine.
 			require.InDelta(t, delay(i, j).Seconds(), T, 0.2*delay(i, j).Seconds()+1e-3, "latency %d->%d", i, j)
@@ -261,7 +274,7 @@ func TestProbeEmulatedTCP(t *testing.T) {
 			if i == j {
 				continue
 			}
-			require.InEpsilon(t, emu.Bandwidth[i][j], m.Bandwidth[i][j], 0.10, "bandwidth %d->%d", i, j)
+			require.InEpsilon(t, emu.Bandwidth[i][j], m.Bandwidth[i][j], tolerance(), "bandwidth %d->%d", i, j)
 			require.InDelta(t, emu.Latency[i][j], m.Latency[i][j], 0.2*emu.Latency[i][j]+1e-3, "latency %d->%d", i, j)
 		}
 	}

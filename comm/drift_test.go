@@ -1,0 +1,89 @@
+package comm
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/netprobe"
+	"github.com/hetcomm/hetcomm/transport"
+)
+
+// The model says every link runs at 20 MB/s; the link 1->0 really runs at
+// 5 MB/s. After a few exchanges every rank's model says so (the same on
+// every rank), and the others are untouched.
+func TestDriftUpdatesTheModel(t *testing.T) {
+	const n = 3
+	netw := transport.NewMemNetwork(3)
+	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6}))
+	require.NoError(t, netw.SetShape(1, 0, transport.ShapeConfig{Rate: 5e6}))
+	model := collective.NewUniformModel(n, 1e-4, 20e6)
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			comms[r], errs[r] = Init(context.Background(), &Config{
+				Bootstrap: &Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte(testSecret), Job: t.Name(), Transport: "mem", Timeout: 20 * time.Second},
+				Network:   netw,
+				Model:     model,
+				Probe:     netprobe.ModeOff,
+			})
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	t.Cleanup(func() { closeAll(comms) })
+	ctx := context.Background()
+	for it := 0; it < 6; it++ {
+		onAll(t, comms, func(c *Comm) error {
+			send := make([][]byte, n)
+			for j := range send {
+				send[j] = make([]byte, 512<<10)
+			}
+			_, err := c.AlltoallvWith(ctx, send, AlltoallvOptions{Algorithm: collective.OpenShop})
+			return err
+		})
+	}
+	m0 := comms[0].Model()
+	for r, c := range comms {
+		require.Equal(t, m0, c.Model(), "rank %d has another model", r)
+	}
+	require.InEpsilon(t, 5e6, m0.Bandwidth[1][0], 0.3, "the slow link was learned")
+	// The other links may drift too on a loaded machine (they really run
+	// slower then); they never look slower than the slow one did.
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j && !(i == 1 && j == 0) {
+				require.Greater(t, m0.Bandwidth[i][j], 1.5*m0.Bandwidth[1][0], "link %d->%d", i, j)
+			}
+		}
+	}
+}
+
+func TestModelMismatchIsReported(t *testing.T) {
+	comms := startWorld(t, 2, "mem", nil)
+	comms[0].w.setModel(collective.NewUniformModel(2, 0, 1e6), nil)
+	comms[1].w.setModel(collective.NewUniformModel(2, 0, 2e6), nil)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func(r int, c *Comm) {
+			defer wg.Done()
+			_, errs[r] = c.Alltoallv(context.Background(), [][]byte{{1}, {2}})
+		}(r, c)
+	}
+	wg.Wait()
+	require.ErrorIs(t, errs[0], ErrMismatch)
+	require.ErrorContains(t, errs[0], "cost model")
+	require.ErrorIs(t, errs[1], ErrMismatch)
+}

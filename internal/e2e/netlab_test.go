@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/internal/netlab"
+)
+
+// needLab skips unless this process can build network namespaces.
+func needLab(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("short mode: the netlab tests build network namespaces and probe shaped links")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("netlab: needs root to create network namespaces; .ci/run runs this as root")
+	}
+	if err := netlab.CheckTools(); err != nil {
+		t.Skipf("netlab: %v", err)
+	}
+}
+
+// upLab brings a shipped topology up under a test-specific name and
+// registers its teardown.
+func upLab(t *testing.T, file string) *netlab.Lab {
+	t.Helper()
+	topo, err := netlab.Load(filepath.Join(repoRoot(), "bench", "topologies", file))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("e%d-%s", os.Getpid()%100000, strings.TrimSuffix(file, ".json"))
+	if len(name) > 20 {
+		name = name[:20]
+	}
+	lab, err := netlab.Up(ctx, topo, netlab.Config{Name: name, Recreate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, lab.Down(ctx))
+	})
+	return lab
+}
+
+// TestProbeNetlab probes every shipped topology over its kernel-shaped
+// links: each ordered pair's probed rate must be within 10% of the rate
+// the shaping allows (min of the sender's out-rate, the receiver's in-rate
+// and, across clusters, the backbone; TCP carries about 95.5% of it).
+func TestProbeNetlab(t *testing.T) {
+	needLab(t)
+	hetbench := filepath.Join(binaries(t), "hetbench")
+	for _, topo := range []struct {
+		file string
+		nic  int // which NIC's addresses to run on
+	}{{"switch8.json", 0}, {"dualnic4.json", 1}, {"twoclusters.json", 0}} {
+		t.Run(topo.file, func(t *testing.T) {
+			lab := upLab(t, topo.file)
+			var hosts []string
+			for _, h := range lab.Hosts() {
+				a, err := lab.Addr(h, topo.nic)
+				require.NoError(t, err)
+				hosts = append(hosts, a)
+			}
+			var worst string
+			for attempt := 1; attempt <= 2; attempt++ {
+				model := filepath.Join(t.TempDir(), "model.json")
+				r := run(t, 3*time.Minute, []string{"HETCOMM_CACHE_DIR=" + t.TempDir()}, hetbench, "probe",
+					"-n", fmt.Sprint(len(hosts)), "--hosts", strings.Join(hosts, ","), "--rsh", lab.AgentPath(), "-out", model)
+				require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+				var mf struct {
+					Bandwidth [][]float64 `json:"bandwidth"`
+					Seconds   float64     `json:"probe_seconds"`
+				}
+				b, err := os.ReadFile(model)
+				require.NoError(t, err)
+				require.NoError(t, json.Unmarshal(b, &mf))
+				t.Logf("attempt %d: probe of %d ranks took %.2f s", attempt, len(hosts), mf.Seconds)
+				worst = ""
+				for i, a := range lab.Hosts() {
+					for j, b := range lab.Hosts() {
+						if i == j {
+							continue
+						}
+						mbit, err := lab.Topology.ExpectedRate(a, b)
+						require.NoError(t, err)
+						want := mbit * 1e6 / 8
+						if got := mf.Bandwidth[i][j]; got < 0.9*want || got > 1.1*want {
+							worst += fmt.Sprintf(" %s->%s: probed %.3g B/s, shaped %.3g B/s;", a, b, got, want)
+						}
+					}
+				}
+				if worst == "" {
+					break
+				}
+				t.Logf("attempt %d: outside 10%%:%s", attempt, worst)
+			}
+			require.Empty(t, worst, "probed rates outside 10%% of the shaping")
+		})
+	}
+}

@@ -1,0 +1,77 @@
+package netprobe
+
+import "math"
+
+// Drift watches the rates a rank observes on its incoming links during
+// collectives and proposes model updates when they drift from the model
+// (the total-exchange paper's section 6.3: adapt when the network changes).
+// It keeps, per source, an exponentially weighted average of observed
+// rates; once MinSamples observations agree that the rate is off the
+// model's by more than Threshold (relative), it proposes the average.
+// It is pure: the caller feeds it observations and applies proposals.
+type Drift struct {
+	// Threshold is the relative difference that counts as drift
+	// (0.3: 30%).
+	Threshold float64
+	// MinSamples is how many observations a proposal needs.
+	MinSamples int
+	// Alpha is the weight of a new observation in the average.
+	Alpha float64
+	// MinBytes and MinSeconds ignore transfers too small or too short to
+	// measure a rate.
+	MinBytes   int64
+	MinSeconds float64
+
+	links map[int]*driftLink
+}
+
+type driftLink struct {
+	avg float64
+	n   int
+}
+
+// NewDrift returns a detector with the documented defaults: 30%, 3
+// samples, alpha 0.5, transfers of at least 256 KiB and 5 ms.
+func NewDrift() *Drift {
+	return &Drift{Threshold: 0.3, MinSamples: 3, Alpha: 0.5, MinBytes: 256 << 10, MinSeconds: 0.005}
+}
+
+// Observe records that bytes from src arrived in seconds (from the first
+// payload byte to the last, so latency is not in it) while the model says
+// the link's rate is model bytes/s. Observations that cannot measure a rate
+// are ignored.
+func (d *Drift) Observe(src int, bytes int64, seconds, model float64) {
+	if bytes < d.MinBytes || seconds < d.MinSeconds || !(model > 0) || math.IsInf(model, 0) {
+		return
+	}
+	rate := float64(bytes) / seconds
+	if d.links == nil {
+		d.links = map[int]*driftLink{}
+	}
+	l := d.links[src]
+	if l == nil {
+		l = &driftLink{avg: rate}
+		d.links[src] = l
+	} else {
+		l.avg = d.Alpha*rate + (1-d.Alpha)*l.avg
+	}
+	if math.Abs(rate/model-1) > d.Threshold {
+		l.n++
+	} else {
+		l.n = 0 // an observation that agrees with the model resets the count
+	}
+}
+
+// Proposals returns, per source whose rate drifted, the rate to put in the
+// model, and forgets those sources (they start over against the new
+// model).
+func (d *Drift) Proposals() map[int]float64 {
+	out := map[int]float64{}
+	for src, l := range d.links {
+		if l.n >= d.MinSamples {
+			out[src] = l.avg
+			delete(d.links, src)
+		}
+	}
+	return out
+}

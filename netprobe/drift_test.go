@@ -1,0 +1,47 @@
+package netprobe
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDrift(t *testing.T) {
+	d := NewDrift()
+	// A link at the model's rate never drifts.
+	for i := 0; i < 10; i++ {
+		d.Observe(1, 1<<20, float64(1<<20)/10e6*1.05, 10e6)
+	}
+	require.Empty(t, d.Proposals())
+	// A link at half the model's rate: after MinSamples, the average.
+	for i := 0; i < 2; i++ {
+		d.Observe(2, 1<<20, float64(1<<20)/5e6, 10e6)
+		require.Empty(t, d.Proposals(), "not yet: %d samples", i+1)
+	}
+	d.Observe(2, 1<<20, float64(1<<20)/5e6, 10e6)
+	p := d.Proposals()
+	require.Len(t, p, 1)
+	require.InEpsilon(t, 5e6, p[2], 1e-9)
+	require.Empty(t, d.Proposals(), "proposed once")
+	// Noise that only sometimes exceeds the threshold does not drift.
+	for i := 0; i < 10; i++ {
+		rate := 10e6
+		if i%2 == 0 {
+			rate = 6e6
+		}
+		d.Observe(3, 1<<20, float64(1<<20)/rate, 10e6)
+	}
+	require.Empty(t, d.Proposals())
+	// Too small or too short: ignored.
+	for i := 0; i < 10; i++ {
+		d.Observe(4, 1000, 1, 10e6)
+		d.Observe(4, 1<<20, 1e-4, 10e6)
+		d.Observe(4, 1<<20, 1, 0)
+	}
+	require.Empty(t, d.Proposals())
+	// A faster link than modelled drifts too.
+	for i := 0; i < 3; i++ {
+		d.Observe(5, 4<<20, float64(4<<20)/40e6, 10e6)
+	}
+	require.InEpsilon(t, 40e6, d.Proposals()[5], 1e-9)
+}
