@@ -154,12 +154,14 @@ func newFrameReader(r io.Reader, setDeadline func(time.Time) error, cfg *Config,
 // consumed, i.e. whether a failure broke framing. The caller holds mu.
 func (fr *frameReader) read(ctx context.Context) (m Message, started bool, err error) {
 	// Wait for the first byte without consuming it: a ctx that ends here
-	// leaves the stream intact.
-	if err := interruptible(ctx, fr.setDeadline, func() error {
-		_, err := fr.r.Peek(1)
-		return err
-	}); err != nil {
-		return m, false, err
+	// leaves the stream intact. (A ctx that cannot end needs no such care.)
+	if ctx.Done() != nil || fr.r.Buffered() == 0 {
+		if err := interruptible(ctx, fr.setDeadline, func() error {
+			_, err := fr.r.Peek(1)
+			return err
+		}); err != nil {
+			return m, false, err
+		}
 	}
 	err = interruptible(ctx, fr.setDeadline, func() error {
 		if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
