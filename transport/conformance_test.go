@@ -207,10 +207,10 @@ func testOrder(t *testing.T, f netFactory) {
 func concurrentPayload(src, g, i int) []byte {
 	r := rand.New(rand.NewPCG(uint64(src*1000+g), uint64(i)))
 	var n int
-	switch r.IntN(10) {
+	switch r.IntN(20) {
 	case 0:
 		n = r.IntN(1 << 20)
-	case 1, 2:
+	case 1, 2, 3:
 		n = r.IntN(64 << 10)
 	default:
 		n = r.IntN(512)
@@ -225,7 +225,7 @@ func concurrentPayload(src, g, i int) []byte {
 func testConcurrent(t *testing.T, f netFactory) {
 	a, b := pair(t, f, testConfig(0), testConfig(1))
 	ctx := testCtx(t)
-	const goroutines, per = 4, 150
+	const goroutines, per = 4, 100
 	var g errgroup.Group
 	for side, l := range []Link{a, b} {
 		src := side
