@@ -20,8 +20,9 @@ echo "# medians of $rounds rounds (raw output in $out)"
 echo "# benchmark                                   median"
 for b in $(grep -o '^Benchmark[^ ]*' "$out/go.txt" | sed 's/-[0-9]*$//' | sort -u); do
 	if grep -q "^$b-[0-9]* .*MB/s" "$out/go.txt"; then
-		v=$(grep "^$b-[0-9]* " "$out/go.txt" | awk '{print $(NF-1)}' | median)
-		printf '%-60s %10.0f MB/s\n' "$b" "$v"
+		v=$(grep "^$b-[0-9]* " "$out/go.txt" | awk '{for (i = 2; i <= NF; i++) if ($i == "MB/s") print $(i-1)}' | median)
+		c=$(grep "^$b-[0-9]* " "$out/go.txt" | awk '{for (i = 2; i <= NF; i++) if ($i == "cpu-s/GB") print $(i-1)}' | median)
+		printf '%-60s %10.0f MB/s  %6.3f cpu-s/GB\n' "$b" "$v" "$c"
 	else
 		v=$(grep "^$b-[0-9]* " "$out/go.txt" | awk '{print $3/1000}' | median)
 		printf '%-60s %10.1f us/op\n' "$b" "$v"
