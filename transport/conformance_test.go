@@ -144,6 +144,7 @@ func runConformance(t *testing.T, f netFactory) {
 	t.Run("AllocHook", func(t *testing.T) { testAlloc(t, f) })
 	t.Run("RecvDeadline", func(t *testing.T) { testRecvDeadline(t, f) })
 	t.Run("CloseWhileSending", func(t *testing.T) { testCloseWhileSending(t, f) })
+	t.Run("SendCancel", func(t *testing.T) { testSendCancel(t, f) })
 	t.Run("PeerDisappears", func(t *testing.T) { testPeerDisappears(t, f) })
 	t.Run("CloseIdempotent", func(t *testing.T) { testCloseIdempotent(t, f) })
 	t.Run("ListenerCloseKeepsLinks", func(t *testing.T) { testListenerClose(t, f) })
@@ -523,4 +524,44 @@ func testListenerClose(t *testing.T, f netFactory) {
 	defer cancel()
 	_, err = n.Dial(dctx, ln.Addr().String(), 1, testConfig(2))
 	require.Error(t, err, "a closed listener accepts nothing")
+}
+
+// A Send cancelled while blocked (the receiver is not reading) fails with
+// the context's error. Afterwards the link either still works or is closed;
+// it never delivers a damaged message.
+func testSendCancel(t *testing.T, f netFactory) {
+	a, b := pair(t, f, testConfig(0), testConfig(1))
+	ctx := testCtx(t)
+	big := pattern(16 << 20)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	var err error
+	sent := 0
+	for err == nil && sent < 64 {
+		if err = a.Send(short, Header{Type: MsgRndvData}, big); err == nil {
+			sent++
+		}
+	}
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	afterc := make(chan error, 1)
+	go func() { afterc <- a.Send(ctx, Header{Type: MsgEager}, []byte("after")) }()
+	got := 0
+	for {
+		m, err := b.Recv(ctx)
+		if err != nil {
+			// The link broke: the later Send must have failed too.
+			require.ErrorIs(t, err, net.ErrClosed)
+			require.ErrorIs(t, <-afterc, net.ErrClosed)
+			return
+		}
+		if m.Header.Type == MsgEager {
+			require.NoError(t, <-afterc)
+			require.Equal(t, "after", string(m.Payload))
+			require.GreaterOrEqual(t, got, sent)
+			return
+		}
+		require.True(t, bytes.Equal(big, m.Payload), "damaged message %d", got)
+		got++
+	}
 }
