@@ -127,13 +127,31 @@ func (fw *frameWriter) write(ctx context.Context, h *Header, payload []byte) (in
 // frameReader reads framed messages from a byte stream.
 type frameReader struct {
 	mu          lock
-	r           *bufio.Reader
+	raw         io.Reader     // the stream itself
+	r           *bufio.Reader // buffers raw for headers and small payloads
 	setDeadline func(time.Time) error
 	maxLen      uint64
 	job         uint64
 	peer        int
 	alloc       func(Header) []byte
 	hdr         [HeaderSize]byte
+	payload     drainThenRaw
+}
+
+// drainThenRaw reads n bytes from r (what r has buffered), then from raw.
+type drainThenRaw struct {
+	r   *bufio.Reader
+	n   int
+	raw io.Reader
+}
+
+func (d *drainThenRaw) Read(p []byte) (int, error) {
+	if d.n > 0 {
+		k, err := d.r.Read(p[:min(len(p), d.n)])
+		d.n -= k
+		return k, err
+	}
+	return d.raw.Read(p)
 }
 
 const readBufferSize = 64 << 10
@@ -141,6 +159,7 @@ const readBufferSize = 64 << 10
 func newFrameReader(r io.Reader, setDeadline func(time.Time) error, cfg *Config, peer int) *frameReader {
 	return &frameReader{
 		mu:          newLock(),
+		raw:         r,
 		r:           bufio.NewReaderSize(r, readBufferSize),
 		setDeadline: setDeadline,
 		maxLen:      uint64(cfg.MaxMessage),
@@ -175,7 +194,18 @@ func (fr *frameReader) read(ctx context.Context) (m Message, started bool, err e
 			return err
 		}
 		m.Header = h
-		m.Payload, err = readPayload(fr.r, &h, fr.alloc)
+		var src io.Reader = fr.r
+		if buffered := fr.r.Buffered(); uint64(buffered) < h.Len {
+			// Take what is buffered, then read the rest straight from
+			// the stream: a large payload is not copied through the
+			// buffer, and the buffer does not read ahead into the next
+			// message's payload.
+			fr.payload.r = fr.r
+			fr.payload.n = buffered
+			fr.payload.raw = fr.raw
+			src = &fr.payload
+		}
+		m.Payload, err = readPayload(src, &h, fr.alloc)
 		return err
 	})
 	return m, true, err
