@@ -51,7 +51,10 @@ func benchTransports() []netFactory {
 }
 
 func BenchmarkBandwidth(b *testing.B) {
-	b.Run("transport=tcp-baseline/bytes=4MiB", benchRawBandwidth)
+	b.Run("transport=tcp-baseline/bytes=4MiB", func(b *testing.B) { benchRawBandwidth(b, 0) })
+	// The baseline with the socket buffers the tcp link uses on loopback,
+	// the best a plain net.Conn does here.
+	b.Run("transport=tcp-baseline-256k/bytes=4MiB", func(b *testing.B) { benchRawBandwidth(b, LoopbackSocketBuffer) })
 	for _, f := range benchTransports() {
 		b.Run("transport="+f.name+"/bytes=4MiB", func(b *testing.B) { benchBandwidth(b, f) })
 	}
@@ -159,9 +162,16 @@ func rawPair(b *testing.B) (net.Conn, net.Conn) {
 }
 
 // benchRawBandwidth is the physical limit: plain net.Conn writes of 4 MiB
-// on loopback, read with io.ReadFull into a reused buffer.
-func benchRawBandwidth(b *testing.B) {
+// on loopback, read with io.ReadFull into a reused buffer, with the
+// kernel's socket buffers or, if sockbuf > 0, buffers of that size.
+func benchRawBandwidth(b *testing.B, sockbuf int) {
 	c, s := rawPair(b)
+	if sockbuf > 0 {
+		for _, conn := range []net.Conn{c, s} {
+			_ = conn.(*net.TCPConn).SetReadBuffer(sockbuf)
+			_ = conn.(*net.TCPConn).SetWriteBuffer(sockbuf)
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
