@@ -195,7 +195,8 @@ type memItem struct {
 	at time.Time // arrival
 }
 
-// memPipe is one direction of a mem link.
+// memPipe is one direction of a mem link. Lock order: memPipe.mu, then
+// pacer.mu. MemNetwork.mu is never held with either.
 type memPipe struct {
 	alloc  func(Header) []byte // the receiver's Config.Alloc
 	pacer  *pacer              // nil if unshaped
@@ -247,6 +248,19 @@ func (l *memLink) Send(ctx context.Context, h Header, payload []byte) error {
 	}
 	p := l.end.out
 	size := len(payload) + HeaderSize
+	h.Version, h.Job, h.Src, h.Len = Version, l.cfg.JobID, uint32(l.cfg.Rank), uint64(len(payload))
+	// The copy is the "transmission": it lands where the receiver's Alloc
+	// hook says, as a socket read would. The hook runs outside p.mu.
+	var buf []byte
+	if p.alloc != nil {
+		if b := p.alloc(h); cap(b) >= len(payload) {
+			buf = b[:len(payload)]
+		}
+	}
+	if buf == nil {
+		buf = make([]byte, len(payload))
+	}
+	copy(buf, payload)
 	p.mu.Lock()
 	for {
 		switch {
@@ -269,17 +283,6 @@ func (l *memLink) Send(ctx context.Context, h Header, payload []byte) error {
 		}
 		p.mu.Lock()
 	}
-	h.Version, h.Job, h.Src, h.Len = Version, l.cfg.JobID, uint32(l.cfg.Rank), uint64(len(payload))
-	var buf []byte
-	if p.alloc != nil {
-		if b := p.alloc(h); cap(b) >= len(payload) {
-			buf = b[:len(payload)]
-		}
-	}
-	if buf == nil {
-		buf = make([]byte, len(payload))
-	}
-	copy(buf, payload)
 	now := time.Now()
 	depart, arrive := now, now
 	if p.pacer != nil {

@@ -30,10 +30,15 @@ func (quicNetwork) Kind() Kind { return KindQUIC }
 
 // QUIC application error codes sent on close.
 const (
-	quicCodeClosed    quic.ApplicationErrorCode = 0
-	quicCodeAuth      quic.ApplicationErrorCode = 1
-	quicCodeBadFrame  quic.ApplicationErrorCode = 2
-	quicInitialWindow                           = 2 << 20
+	quicCodeClosed   quic.ApplicationErrorCode = 0
+	quicCodeAuth     quic.ApplicationErrorCode = 1
+	quicCodeBadFrame quic.ApplicationErrorCode = 2
+)
+
+// Stream scheduling urgencies (0 is the most urgent).
+const (
+	quicUrgencyControl = 0
+	quicUrgencyBulk    = 4
 )
 
 func quicConfig(c *Config) *quic.Config {
@@ -334,6 +339,9 @@ func newQUICLink(conn *quic.Conn, ctrl *quic.Stream, cfg *Config, peer int, rele
 	for ch := range l.writers {
 		l.writers[ch] = &quicWriter{ch: Channel(ch), mu: newLock()}
 	}
+	// Control frames are scheduled before bulk data (RFC 9218 urgency):
+	// a heartbeat queued behind a 64 MiB payload leaves first.
+	ctrl.SetPriority(quicUrgencyControl, false)
 	l.writers[ChanControl].fw = newFrameWriter(ctrl, ctrl.SetWriteDeadline, false)
 	l.wg.Add(2)
 	go l.readLoop(newFrameReader(ctrl, ctrl.SetReadDeadline, cfg, peer))
@@ -449,6 +457,7 @@ func (l *quicLink) Send(ctx context.Context, h Header, payload []byte) error {
 		if _, err := st.Write([]byte{byte(w.ch)}); err != nil {
 			return l.opErr("send", classify(ctx, err, l.c.isClosed()))
 		}
+		st.SetPriority(quicUrgencyBulk, true)
 		w.fw = newFrameWriter(st, st.SetWriteDeadline, false)
 	}
 	h.Version, h.Job, h.Src, h.Len = Version, l.cfg.JobID, uint32(l.cfg.Rank), uint64(len(payload))

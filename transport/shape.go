@@ -173,7 +173,7 @@ type shapedLink struct {
 	pacer  *pacer
 	window int
 
-	mu     sync.Mutex // guards q, queued, err, notify
+	mu     sync.Mutex // guards q, queued, err, notify; taken before pacer.mu
 	q      []shapedItem
 	queued int
 	err    error         // first error of the inner link

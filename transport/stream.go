@@ -94,7 +94,10 @@ func (l *streamLink) Send(ctx context.Context, h Header, payload []byte) error {
 	cerr := classify(ctx, err, l.c.isClosed())
 	if l.c.isClosed() {
 		cerr = l.deadErr()
-	} else if n > 0 && !errors.Is(cerr, ErrPeerClosed) {
+	} else if (n > 0 || !l.w.vectored) && !errors.Is(cerr, ErrPeerClosed) {
+		// Framing is lost if part of the message went out. On anything but
+		// a plain TCP socket (TLS, whose write timeouts are fatal to the
+		// session; reliable UDP) an interrupted write is never trusted.
 		l.breakLink("send", cerr)
 	}
 	return l.opErr("send", cerr)

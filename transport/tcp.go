@@ -27,9 +27,15 @@ func tuneTCP(c net.Conn, cfg *Config) {
 		return
 	}
 	_ = tc.SetNoDelay(true)
-	if cfg.SocketBuffer > 0 {
-		_ = tc.SetReadBuffer(cfg.SocketBuffer)
-		_ = tc.SetWriteBuffer(cfg.SocketBuffer)
+	size := cfg.SocketBuffer
+	if size == 0 {
+		if ra, ok := tc.RemoteAddr().(*net.TCPAddr); ok && ra.IP.IsLoopback() {
+			size = LoopbackSocketBuffer
+		}
+	}
+	if size > 0 {
+		_ = tc.SetReadBuffer(size)
+		_ = tc.SetWriteBuffer(size)
 	}
 }
 
