@@ -27,7 +27,7 @@ func pattern(src, dst, salt, n int) []byte {
 }
 
 // conformanceTransports are the transports the suite runs over.
-var conformanceTransports = []string{"mem", "tcp", "quic"}
+var conformanceTransports = []string{"mem", "tcp", "quic", "udp"}
 
 func TestConformance(t *testing.T) {
 	sizes := []int{1, 2, 3, 4, 7}

@@ -68,7 +68,7 @@ func transports() []netFactory {
 		},
 		socketFactory(KindTLS),
 		socketFactory(KindQUIC),
-		// socketFactory(KindUDP), // once transport/internal/rudp is merged
+		socketFactory(KindUDP),
 	}
 }
 

@@ -12,8 +12,9 @@
 //     (Config.Fingerprints).
 //   - quic: quic-go, same certificates; one stream per logical Channel so a
 //     bulk payload never holds up control traffic (see ChannelOf).
-//   - udp: reliable UDP; reserved (ErrUDPNotBuilt) until
-//     transport/internal/rudp is merged.
+//   - udp: our reliable UDP (transport/internal/rudp: selective
+//     acknowledgements, RTT-driven retransmission, CUBIC with pacing)
+//     carrying the same framing and handshake as tcp.
 //   - mem: in-process queues (NewMemNetwork) for deterministic tests, with
 //     per-direction rate, delay and seeded loss.
 //

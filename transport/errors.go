@@ -49,9 +49,6 @@ var (
 	ErrMalformed = errors.New("transport: malformed frame")
 	// ErrTooLarge reports a message longer than Config.MaxMessage.
 	ErrTooLarge = errors.New("transport: message too large")
-	// ErrUDPNotBuilt is returned by the UDP transport until the reliable UDP
-	// protocol (transport/internal/rudp) is wired in.
-	ErrUDPNotBuilt = errors.New("transport: udp transport not built in")
 	// ErrBadConfig reports an invalid Config.
 	ErrBadConfig = errors.New("transport: invalid config")
 )

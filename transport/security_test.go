@@ -463,12 +463,3 @@ func TestFingerprints(t *testing.T) {
 	}
 }
 
-// TestUDPNotBuilt documents the stub until reliable UDP is merged.
-func TestUDPNotBuilt(t *testing.T) {
-	n, err := NetworkFor(KindUDP)
-	require.NoError(t, err)
-	_, err = n.Listen("127.0.0.1:0", testConfig(0))
-	require.ErrorIs(t, err, ErrUDPNotBuilt)
-	_, err = Dial(testCtx(t), KindUDP, "127.0.0.1:1", 1, testConfig(0))
-	require.ErrorIs(t, err, ErrUDPNotBuilt)
-}

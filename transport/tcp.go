@@ -156,36 +156,3 @@ func resolveLocal(network, s string) (net.Addr, error) {
 		return net.ResolveTCPAddr("tcp", hp)
 	}
 }
-
-// udpNetwork is the reliable UDP transport. The protocol lives in
-// transport/internal/rudp; until it is merged this stub reports
-// ErrUDPNotBuilt. Wiring it in means filling in Listen and Dial:
-//
-//	Listen: ln, err := rudp.Listen("udp", addr, rudpConfig(&c)); then
-//	        newStreamListener(KindUDP, &c, ln.Addr(),
-//	            func() (net.Conn, error) { return ln.Accept(context.Background()) },
-//	            ln.Close) and s.start()
-//	Dial:   conn, err := rudp.Dial(ctx, "udp", addr, rudpConfig(&c)) (or
-//	        rudp.DialFrom with c.LocalAddr); then
-//	        dialStream(ctx, KindUDP, conn, &c, peer, nil, nil)
-//
-// and adding KindUDP to the conformance suite's list of transports.
-type udpNetwork struct{}
-
-var _ Network = udpNetwork{}
-
-func (udpNetwork) Kind() Kind { return KindUDP }
-
-func (udpNetwork) Listen(addr string, cfg Config) (Listener, error) {
-	if _, err := cfg.withDefaults(); err != nil {
-		return nil, err
-	}
-	return nil, &OpError{Op: "listen", Transport: KindUDP, Peer: AnyRank, Err: ErrUDPNotBuilt}
-}
-
-func (udpNetwork) Dial(ctx context.Context, addr string, peer int, cfg Config) (Link, error) {
-	if _, err := cfg.withDefaults(); err != nil {
-		return nil, err
-	}
-	return nil, &OpError{Op: "dial", Transport: KindUDP, Peer: peer, Err: ErrUDPNotBuilt}
-}

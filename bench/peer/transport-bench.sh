@@ -15,7 +15,7 @@ go test -c -o "$out/transport.test" "$root/transport"
 # at a different place, so no transport always runs first.
 benches=()
 for b in Bandwidth RoundTrip; do
-	for t in tcp-baseline tcp-baseline-256k tcp tls quic mem; do
+	for t in tcp-baseline tcp-baseline-256k tcp tls quic udp mem; do
 		[ "$b/$t" = RoundTrip/tcp-baseline-256k ] && continue
 		benches+=("^Benchmark$b\$/^transport=$t\$/")
 	done
