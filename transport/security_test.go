@@ -462,4 +462,3 @@ func TestFingerprints(t *testing.T) {
 		})
 	}
 }
-
