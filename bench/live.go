@@ -55,16 +55,20 @@ type liveFlags struct {
 	pattern    string
 	bytes      string
 	algos      string
+	groups     string
+	k          int
 	iters      int
 	warmup     int
 	seed       uint64
 }
 
 func (f *liveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.collective, "collective", "alltoallv", "collective: alltoallv, bcast or allgather")
-	fs.StringVar(&f.pattern, "pattern", "uniform", "Alltoallv pattern: "+strings.Join(Patterns, ", "))
+	fs.StringVar(&f.collective, "collective", "alltoallv", "collective: alltoallv, multicast, redistribute, bcast or allgather")
+	fs.StringVar(&f.pattern, "pattern", "", "pattern: alltoallv "+strings.Join(Patterns, ", ")+" (default uniform); multicast allbcast (default) or multi (25% of the ranks are sources, random destinations); redistribute random")
 	fs.StringVar(&f.bytes, "bytes", "65536,1048576", "comma-separated message sizes (the pattern's largest message)")
-	fs.StringVar(&f.algos, "algo", "openshop,naive", "comma-separated Alltoallv algorithms (caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive, or all)")
+	fs.StringVar(&f.algos, "algo", "", "comma-separated algorithms, or all: alltoallv caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive (default openshop,naive); multicast fef ... rrsp, auto, naive (default rrp,naive); redistribute ggp, oggp, bruteforce, each optionally +perpair (no barrier between steps) (default oggp,bruteforce)")
+	fs.StringVar(&f.groups, "groups", "", "redistribute: the two groups as ranks, e.g. 0,1,2,3:4,5,6,7 (default: comm.Clusters of the probed model, else the two halves)")
+	fs.IntVar(&f.k, "k", 0, "redistribute: the backbone's concurrency k (0: measured with ProbeBackbone)")
 	fs.IntVar(&f.iters, "iters", 20, "timed iterations per size and algorithm")
 	fs.IntVar(&f.warmup, "warmup", 3, "untimed iterations first")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random pattern")
@@ -72,6 +76,7 @@ func (f *liveFlags) register(fs *flag.FlagSet) {
 
 func (f *liveFlags) args() []string {
 	return []string{"-collective", f.collective, "-pattern", f.pattern, "-bytes", f.bytes, "-algo", f.algos,
+		"-groups", f.groups, "-k", strconv.Itoa(f.k),
 		"-iters", strconv.Itoa(f.iters), "-warmup", strconv.Itoa(f.warmup), "-seed", strconv.FormatUint(f.seed, 10)}
 }
 
@@ -106,18 +111,50 @@ func parseSize(s string) (int64, error) {
 	return v * mult, nil
 }
 
+// defaults fills in the collective's default pattern and algorithms.
+func (f *liveFlags) defaults() {
+	if f.pattern == "" {
+		f.pattern = map[string]string{"alltoallv": "uniform", "multicast": "allbcast", "redistribute": "random"}[f.collective]
+	}
+	if f.algos == "" {
+		f.algos = map[string]string{"alltoallv": "openshop,naive", "multicast": "rrp,naive", "redistribute": "oggp,bruteforce"}[f.collective]
+	}
+}
+
+// algorithms returns the algorithms to run; redistribution algorithms may
+// carry a "+perpair" suffix.
 func (f *liveFlags) algorithms() ([]collective.Algorithm, error) {
+	f.defaults()
+	var kind collective.Kind
+	switch f.collective {
+	case "alltoallv":
+		kind = collective.KindAlltoall
+	case "multicast":
+		kind = collective.KindMulticast
+	case "redistribute":
+		kind = collective.KindRedistribute
+	case "bcast", "allgather":
+		return []collective.Algorithm{"default"}, nil
+	default:
+		return nil, fmt.Errorf("bench: unknown collective %q (want alltoallv, multicast, redistribute, bcast or allgather)", f.collective)
+	}
 	if f.algos == "all" {
-		return append(collective.Algorithms(collective.KindAlltoall), comm.Naive), nil
+		all := collective.Algorithms(kind)
+		if kind != collective.KindRedistribute {
+			all = append(all, comm.Naive)
+		}
+		return all, nil
 	}
 	var out []collective.Algorithm
 	for _, a := range strings.Split(f.algos, ",") {
 		a = strings.TrimSpace(a)
-		al := collective.Algorithm(a)
-		if al != collective.Auto && al != comm.Naive && collective.KindOf(al) != collective.KindAlltoall {
-			return nil, fmt.Errorf("bench: unknown Alltoallv algorithm %q", a)
+		base := collective.Algorithm(strings.TrimSuffix(a, "+perpair"))
+		ok := collective.KindOf(base) == kind || base == collective.Auto && kind != collective.KindRedistribute ||
+			base == comm.Naive && kind != collective.KindRedistribute
+		if !ok || strings.HasSuffix(a, "+perpair") && kind != collective.KindRedistribute {
+			return nil, fmt.Errorf("bench: unknown %s algorithm %q", f.collective, a)
 		}
-		out = append(out, al)
+		out = append(out, collective.Algorithm(a))
 	}
 	return out, nil
 }
@@ -224,6 +261,9 @@ Flags:
 			fmt.Fprintln(stderr, "hetbench live: -peer mpi supports -collective alltoallv")
 			return ExitUsage
 		}
+		if lf.pattern == "" {
+			lf.pattern = "uniform"
+		}
 		prec, err := runMPIPeer(ctx, lf, *n, *hosts, *rsh, *peerIf, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "hetbench live: mpi peer:", err)
@@ -302,14 +342,13 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "# hetcomm %s, pattern %s, %d ranks, transport %s, %d iterations (+%d warm-up)\n", lf.collective, lf.pattern, n, *tname, lf.iters, lf.warmup)
 		fmt.Fprintf(stdout, "# %-10s %-12s %14s %14s %14s %14s %14s %14s %14s %14s %8s\n", "Size", "Algorithm", "Avg(us)", "Min(us)", "Max(us)", "P50(us)", "P99(us)", "LowerBnd(us)", "NICBound(us)", "Predicted(us)", "Meas/LB")
 	}
-	if lf.collective != "alltoallv" {
-		algos = []collective.Algorithm{"default"}
-	}
 	for _, size := range sizes {
-		sz, err := PatternSizes(lf.pattern, n, size, lf.seed)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return ExitUsage
+		var sz [][]int64
+		if lf.collective == "alltoallv" {
+			if sz, err = PatternSizes(lf.pattern, n, size, lf.seed); err != nil {
+				fmt.Fprintln(stderr, err)
+				return ExitUsage
+			}
 		}
 		var total int64
 		for _, row := range sz {
@@ -318,7 +357,10 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		for _, algo := range algos {
-			run, lb, pred, nicb, err := liveOp(c, lf.collective, sz, size, algo)
+			run, lb, pred, nicb, total2, err := liveOp(ctx, c, lf, sz, size, algo)
+			if total2 > 0 {
+				total = total2
+			}
 			if err != nil {
 				fmt.Fprintln(stderr, "hetbench live:", err)
 				return ExitError
@@ -389,11 +431,12 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 // liveOp prepares one collective and returns the function that runs it
-// once, with the one-port lower bound, the prediction and the interface
-// bound under the comm's model (zero when no model was given).
-func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective.Algorithm) (func(context.Context) error, float64, float64, float64, error) {
+// once, with the lower bound, the prediction and (Alltoallv) the interface
+// bound under the comm's model (zero when no model is known), and the
+// bytes it moves when the caller's matrix does not say.
+func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size int64, algo collective.Algorithm) (func(context.Context) error, float64, float64, float64, int64, error) {
 	me, n := c.Rank(), c.Size()
-	switch coll {
+	switch lf.collective {
 	case "alltoallv":
 		send := make([][]byte, n)
 		bufs := make([][]byte, n) // reused every iteration, as MPI's receive buffer
@@ -426,21 +469,117 @@ func liveOp(c *comm.Comm, coll string, sz [][]int64, size int64, algo collective
 				}
 			}
 			return nil
-		}, lb, pred, nicb, nil
+		}, lb, pred, nicb, 0, nil
+	case "multicast":
+		pat, err := MulticastPattern(lf.pattern, n, size, lf.seed)
+		if err != nil {
+			return nil, 0, 0, 0, 0, err
+		}
+		msgs := make([]comm.MulticastMsg, len(pat.Messages))
+		var total int64
+		for k, m := range pat.Messages {
+			msgs[k] = comm.MulticastMsg{Source: m.Source, Dests: m.Dests}
+			if m.Source == me {
+				msgs[k].Data = make([]byte, m.Bytes)
+			}
+			total += m.Bytes * int64(len(m.Dests))
+		}
+		var lb, pred float64
+		if c.Model() != nil {
+			if p, err := c.PlanMulticast(pat, algo); err == nil && algo != comm.Naive {
+				lb, pred = p.LowerBound, p.Predicted
+			} else if algo == comm.Naive {
+				lb, _ = collective.MulticastLowerBound(c.Model(), pat)
+			}
+		}
+		return func(ctx context.Context) error {
+			_, err := c.MulticastWith(ctx, msgs, comm.MulticastOptions{Algorithm: algo})
+			return err
+		}, lb, pred, 0, total, nil
+	case "redistribute":
+		senders, receivers, err := liveGroups(c, lf.groups)
+		if err != nil {
+			return nil, 0, 0, 0, 0, err
+		}
+		bytes := RedistributionSizes(len(senders), len(receivers), size, lf.seed)
+		var send [][]byte
+		var total int64
+		for i, s := range senders {
+			for j := range receivers {
+				total += bytes[i][j]
+				if s == me {
+					send = append(send, make([]byte, bytes[i][j]))
+				}
+			}
+		}
+		base := collective.Algorithm(strings.TrimSuffix(string(algo), "+perpair"))
+		o := comm.RedistributeOptions{Algorithm: base, PerPair: strings.HasSuffix(string(algo), "+perpair"), K: lf.k}
+		if o.K == 0 {
+			// Measure the backbone once, here, so timings do not include it.
+			if o.K, _, err = c.ProbeBackbone(ctx, senders, receivers); err != nil {
+				return nil, 0, 0, 0, 0, err
+			}
+		}
+		var lb, pred float64
+		if c.Model() != nil {
+			if p, err := c.PlanRedistribution(senders, receivers, bytes, o); err == nil {
+				lb, pred = p.LowerBound, p.Predicted
+			}
+		}
+		return func(ctx context.Context) error {
+			_, err := c.Redistribute(ctx, senders, receivers, send, o)
+			return err
+		}, lb, pred, 0, total, nil
 	case "bcast":
 		data := make([]byte, size)
 		return func(ctx context.Context) error {
 			_, err := c.Bcast(ctx, 0, data)
 			return err
-		}, 0, 0, 0, nil
+		}, 0, 0, 0, size * int64(n-1), nil
 	case "allgather":
 		data := make([]byte, size)
 		return func(ctx context.Context) error {
 			_, err := c.Allgatherv(ctx, data)
 			return err
-		}, 0, 0, 0, nil
+		}, 0, 0, 0, size * int64(n) * int64(n-1), nil
 	}
-	return nil, 0, 0, 0, fmt.Errorf("unknown collective %q (want alltoallv, bcast or allgather)", coll)
+	return nil, 0, 0, 0, 0, fmt.Errorf("unknown collective %q (want alltoallv, multicast, redistribute, bcast or allgather)", lf.collective)
+}
+
+// liveGroups parses -groups, or finds two groups in the model.
+func liveGroups(c *comm.Comm, spec string) ([]int, []int, error) {
+	if spec == "" {
+		if m := c.Model(); m != nil {
+			if g := comm.Clusters(m); len(g) == 2 {
+				return g[0], g[1], nil
+			}
+		}
+		half := c.Size() / 2
+		var a, b []int
+		for r := 0; r < c.Size(); r++ {
+			if r < half {
+				a = append(a, r)
+			} else {
+				b = append(b, r)
+			}
+		}
+		return a, b, nil
+	}
+	parts := strings.Split(spec, ":")
+	if len(parts) != 2 {
+		return nil, nil, fmt.Errorf("-groups %q: want SENDERS:RECEIVERS, e.g. 0,1:2,3", spec)
+	}
+	var out [2][]int
+	for i, p := range parts {
+		for _, f := range strings.Split(p, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return nil, nil, fmt.Errorf("-groups %q: %v", spec, err)
+			}
+			out[i] = append(out[i], r)
+		}
+	}
+	return out[0], out[1], nil
 }
 
 // writeTimeline writes NAME.json (predicted and measured plans) and

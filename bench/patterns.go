@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"strings"
+
+	"github.com/hetcomm/hetcomm/collective"
 )
 
 // Patterns are the Alltoallv byte matrices of the live benchmark. The C
@@ -68,4 +70,55 @@ func PatternSizes(pattern string, n int, max int64, seed uint64) ([][]int64, err
 		}
 	}
 	return sz, nil
+}
+
+// MulticastPattern returns a multiple multicast of n ranks with messages
+// of size bytes: "allbcast", every rank broadcasting to all the others;
+// "multi", the ranks r with r % 4 == 0 (25%) each sending to a random
+// subset (each other rank with probability 1/2, at least one).
+func MulticastPattern(pattern string, n int, size int64, seed uint64) (*collective.Multicast, error) {
+	mc := &collective.Multicast{}
+	switch pattern {
+	case "allbcast":
+		for s := 0; s < n; s++ {
+			var d []int
+			for r := 0; r < n; r++ {
+				if r != s {
+					d = append(d, r)
+				}
+			}
+			mc.Messages = append(mc.Messages, collective.Message{Source: s, Bytes: size, Dests: d})
+		}
+	case "multi":
+		for s := 0; s < n; s += 4 {
+			var d []int
+			for r := 0; r < n; r++ {
+				if r != s && splitmix64(seed*0x9E3779B97F4A7C15+uint64(s)*7919+uint64(r))%2 == 0 {
+					d = append(d, r)
+				}
+			}
+			if len(d) == 0 && n > 1 {
+				d = []int{(s + 1) % n}
+			}
+			mc.Messages = append(mc.Messages, collective.Message{Source: s, Bytes: size, Dests: d})
+		}
+	default:
+		return nil, fmt.Errorf("bench: unknown multicast pattern %q (want allbcast or multi)", pattern)
+	}
+	return mc, nil
+}
+
+// RedistributionSizes returns an n1 x n2 matrix of sizes drawn uniformly
+// from [max/10, max]: the redistribution paper's experiment (10 to 100 MB
+// per pair), scaled.
+func RedistributionSizes(n1, n2 int, max int64, seed uint64) [][]int64 {
+	lo := max / 10
+	out := make([][]int64, n1)
+	for i := range out {
+		out[i] = make([]int64, n2)
+		for j := range out[i] {
+			out[i][j] = lo + int64(splitmix64(seed*0xBF58476D1CE4E5B9+uint64(i)*1000003+uint64(j))%uint64(max-lo+1))
+		}
+	}
+	return out
 }

@@ -24,11 +24,13 @@ type RedistributeOptions struct {
 	// 0 means: measured by ProbeBackbone on this pair of groups (cached),
 	// or min(senders, receivers) when there is no model.
 	K int
-	// Barrier separates the steps with a barrier, as the paper does.
-	// Without it a transfer waits only for the earlier transfers of its
-	// own sender and receiver (the weaker dependencies the paper leaves as
-	// future work); the backbone may then briefly carry more than K.
-	Barrier bool
+	// PerPair drops the barrier between steps (which the paper uses, and
+	// which is the default): a transfer then waits only for the earlier
+	// transfers of its own sender and receiver (the weaker dependencies the
+	// paper leaves as future work), and the backbone may carry more than K
+	// at once. Measured on the two-cluster testbed (k = 2, 4x4 random
+	// sizes up to 10 MB): 3.73 s with PerPair, 3.24 s with barriers.
+	PerPair bool
 	// Rate is the speed of one transfer in bytes per second and Setup the
 	// cost of a step in seconds (beta). 0 means derived from the model:
 	// the median bandwidth and twice the median latency between the groups.
@@ -112,10 +114,30 @@ func (c *Comm) Redistribute(ctx context.Context, senders, receivers []int, send 
 			out[s] = make([]byte, bytes[s][j])
 		}
 	}
-	if err := c.runRedistribution(k, plan, senders, receivers, si, ri, send, out, o.Barrier); err != nil {
+	if err := c.runRedistribution(k, plan, senders, receivers, si, ri, send, out, !o.PerPair); err != nil {
 		return nil, k.err(err)
 	}
 	return out, nil
+}
+
+// PlanRedistribution returns the plan Redistribute would execute for these
+// groups and sizes (bytes[i][j]: senders[i] to receivers[j]) on this
+// communicator's model, with its predicted completion and lower bound. K
+// must be given in o (or is min(senders, receivers)); it does not probe.
+func (c *Comm) PlanRedistribution(senders, receivers []int, bytes [][]int64, o RedistributeOptions) (*collective.Plan, error) {
+	if _, _, err := redistributeGroups(c.Size(), senders, receivers); err != nil {
+		return nil, err
+	}
+	algo := o.Algorithm
+	if algo == "" {
+		algo = collective.OGGP
+	}
+	if o.K == 0 {
+		o.K = min(len(senders), len(receivers))
+	}
+	pat := &collective.Redistribution{Senders: len(senders), Receivers: len(receivers), Bytes: bytes, K: o.K, Rate: o.Rate, Setup: o.Setup}
+	c.redistributeCosts(pat, senders, receivers)
+	return collective.PlanRedistribution(pat, algo, collective.Options{Seed: 1})
 }
 
 // redistributeGroups checks the groups and indexes them by rank.
@@ -352,7 +374,7 @@ func redistributeDigest(senders, receivers []int, algo collective.Algorithm, o R
 	put(uint64(o.K))
 	put(math.Float64bits(o.Rate))
 	put(math.Float64bits(o.Setup))
-	if o.Barrier {
+	if o.PerPair {
 		put(1)
 	}
 	return h.Sum64() &^ (1 << 63)

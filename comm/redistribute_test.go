@@ -36,7 +36,7 @@ func TestRedistribute(t *testing.T) {
 									}
 								}
 							}
-							out, err := c.Redistribute(ctx, senders, receivers, send, RedistributeOptions{Algorithm: algo, Barrier: barrier, K: k})
+							out, err := c.Redistribute(ctx, senders, receivers, send, RedistributeOptions{Algorithm: algo, PerPair: !barrier, K: k})
 							if err != nil {
 								return fmt.Errorf("%s: %w", name, err)
 							}
