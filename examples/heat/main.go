@@ -37,9 +37,9 @@ import (
 )
 
 func main() {
-	nx := flag.Int("rows", 400, "interior rows of the grid")
-	ny := flag.Int("cols", 400, "interior columns of the grid")
-	iters := flag.Int("iters", 2000, "largest number of iterations")
+	nx := flag.Int("rows", 200, "interior rows of the grid")
+	ny := flag.Int("cols", 200, "interior columns of the grid")
+	iters := flag.Int("iters", 5000, "largest number of iterations")
 	tol := flag.Float64("tol", 1e-4, "stop when the largest change of an iteration is below this (0: run all -iters)")
 	convEvery := flag.Int("conv-every", 10, "iterations between convergence tests (each an Allreduce)")
 	verify := flag.String("verify", "auto", "compare with a serial solution: on, off, or auto (when rows*cols*iterations <= 4e8)")

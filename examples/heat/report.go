@@ -152,6 +152,6 @@ func (r *report) print(w io.Writer) {
 	if r.lb.protocol != protoOff {
 		policy = string(r.lb.policy.Policy)
 	}
-	fmt.Fprintf(w, "heat-result: lb=%s policy=%s monitor=%s before=%.4f after=%.4f settled=%.4f ideal=%.4f reconfigs=%d checks=%d ok=%v\n",
-		r.lb.protocol, policy, r.lb.monitor, before, after, settled, ideal, r.bal.reconfigs, r.bal.checks, r.ok)
+	fmt.Fprintf(w, "heat-result: lb=%s policy=%s monitor=%s before=%.4f after=%.4f settled=%.4f ideal=%.4f reconfigs=%d checks=%d overruns=%d ok=%v\n",
+		r.lb.protocol, policy, r.lb.monitor, before, after, settled, ideal, r.bal.reconfigs, r.bal.checks, r.overruns, r.ok)
 }
