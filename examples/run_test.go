@@ -7,6 +7,7 @@ package examples_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,7 +46,13 @@ func run(t *testing.T, p int, example string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "hetrun"), append([]string{"-n", fmt.Sprint(p), filepath.Join(bin, example)}, args...)...)
+	// Leading "-x KEY=VALUE" pairs are hetrun's, the rest the example's.
+	hargs := []string{"-n", fmt.Sprint(p)}
+	for len(args) >= 2 && args[0] == "-x" {
+		hargs = append(hargs, args[:2]...)
+		args = args[2:]
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "hetrun"), append(append(hargs, filepath.Join(bin, example)), args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -102,6 +109,28 @@ func TestFFT2D(t *testing.T) {
 	ok(t, 4, "fft2d", "fft2d: OK", "-rows", "32", "-cols", "64", "-frames", "2", "-groups", "half", "-algo", "ggp", "-barrier", "-k", "1")
 	ok(t, 3, "fft2d", "fft2d: OK", "-rows", "16", "-cols", "16", "-frames", "2", "-algo", "bruteforce")
 	fails(t, 4, "fft2d", "fft2d: FAILED", "-rows", "32", "-cols", "32", "-frames", "2", "-corrupt", "3")
+
+	// A model with two clusters, even and odd ranks: -groups auto takes
+	// them (interleaved groups), -groups half does not.
+	model := filepath.Join(t.TempDir(), "model.json")
+	lat, bw := make([][]float64, 4), make([][]float64, 4)
+	for i := range lat {
+		lat[i], bw[i] = make([]float64, 4), make([]float64, 4)
+		for j := range lat[i] {
+			lat[i][j], bw[i][j] = 1e-4, 1e8
+			if i%2 == j%2 {
+				bw[i][j] = 1e9
+			}
+			if i == j {
+				lat[i][j] = 0
+			}
+		}
+	}
+	js, _ := json.Marshal(map[string]any{"latency": lat, "bandwidth": bw})
+	if err := os.WriteFile(model, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, 4, "fft2d", "rows on [0 2], columns on [1 3] (model clusters", "-x", "HETCOMM_MODEL="+model, "-rows", "32", "-cols", "32", "-frames", "2")
 	if !testing.Short() {
 		ok(t, 4, "fft2d", "fft2d: OK", "-rows", "512", "-cols", "1024", "-frames", "6", "-ref", "fft")
 	}
