@@ -17,7 +17,7 @@ trap 'rm -rf "$dir"' EXIT
 go build -o "$dir/hetrun" ./cmd/hetrun
 go build -o "$dir/heat" ./examples/heat
 
-common="-rows 1200 -cols 1000 -iters 300 -tol 0 -verify off -rate 10e6 ${HEAT_ARGS:-}"
+common="-rows 1200 -cols 1000 -iters 300 -tol 0 -verify off -rate 10e6 -probe-points 32768 ${HEAT_ARGS:-}"
 slow="-slow 3:2:100"
 configs=(
 	"B0: balanced, no slowdown|-lb off -init speeds"

@@ -54,7 +54,7 @@ func main() {
 	flag.IntVar(&lb.interval, "interval", 10, "iterations between load-balancer activations")
 	flag.IntVar(&lb.lag, "lag", 1, "AASR: check_load(2) at the end of the activation's iteration + lag - 1")
 	flag.StringVar(&lb.monitor, "monitor", "bench", "load monitoring: bench (capacity micro-benchmark) or passive (the kernel's own times)")
-	flag.IntVar(&lb.probePoints, "probe-points", 32768, "grid points of the capacity micro-benchmark (all repetitions together)")
+	flag.IntVar(&lb.probePoints, "probe-points", 0, "grid points of the capacity micro-benchmark, all repetitions together (0: a tenth of a rank's average share of the grid, at least 4096 and, with -emulate sleep, at least 1 ms per repetition)")
 	flag.IntVar(&lb.probeReps, "probe-reps", 3, "repetitions of the capacity micro-benchmark; the fastest counts")
 	flag.BoolVar(&lb.verbose, "v", false, "the master prints the relative capacities and the decision of every check")
 	flag.Float64Var(&lb.complexity, "complexity", 2, "the computation's complexity C: a node gets rows in proportion to chi^(2/C)")
@@ -111,6 +111,16 @@ func main() {
 	}
 	if p == 1 {
 		lb.protocol = protoOff
+	}
+	if lb.probePoints == 0 {
+		// About a tenth of an iteration's kernel, so that a probe every
+		// -interval (10) iterations costs about 1%; but with the sleep
+		// emulation each repetition lasts at least 1 ms at speed 1, or
+		// the sleep's overshoot (about 0.1 ms) would dominate.
+		lb.probePoints = max(4096, *nx**ny/p/10)
+		if *emul == "sleep" {
+			lb.probePoints = max(lb.probePoints, int(*rate*1e-3)*lb.probeReps)
+		}
 	}
 	em := &emulator{mode: *emul, rate: *rate, me: me, speeds: speeds, slows: slows}
 
@@ -283,8 +293,8 @@ func checkFlags(nx, ny, iters, convEvery int, verify, initPart, emul string, rat
 		return fmt.Errorf("-lag %d exceeds -interval %d: the next check_load(1) would come before check_load(2)", lb.lag, lb.interval)
 	case lb.monitor != "bench" && lb.monitor != "passive":
 		return fmt.Errorf("-monitor %q: want bench or passive", lb.monitor)
-	case lb.probePoints < 1 || lb.probeReps < 1:
-		return fmt.Errorf("-probe-points and -probe-reps must be at least 1")
+	case lb.probePoints < 0 || lb.probeReps < 1:
+		return fmt.Errorf("-probe-points must not be negative and -probe-reps must be at least 1")
 	case !(lb.complexity > 0):
 		return fmt.Errorf("-complexity must be positive")
 	}
