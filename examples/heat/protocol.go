@@ -48,15 +48,6 @@ type lbConfig struct {
 	policy      PolicyConfig
 }
 
-// event is one check point, as the master saw it.
-type event struct {
-	iter        int
-	factor      float64
-	reconfigure bool
-	bounds      []int
-	caps        []float64
-}
-
 // balancer is one node's side of the load balancer.
 type balancer struct {
 	cfg    lbConfig
@@ -79,7 +70,6 @@ type balancer struct {
 	checks, reconfigs, rowsSent int
 	reconfAt                    []int // iterations at whose end the data moved
 	tMonitor, tCheck, tMigrate  time.Duration
-	events                      []event // on the master
 }
 
 // kernelDone records a kernel for passive monitoring.
@@ -126,7 +116,6 @@ func (b *balancer) decide(iter int, caps []float64) []float64 {
 			bounds = nil // already the right partition: nothing to move
 		}
 	}
-	b.events = append(b.events, event{iter: iter, factor: d.Factor, reconfigure: d.Reconfigure, bounds: bounds, caps: caps})
 	if b.cfg.verbose {
 		chi := make([]string, len(d.Chi))
 		for i, x := range d.Chi {
