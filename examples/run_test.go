@@ -106,7 +106,7 @@ func TestFFT2D(t *testing.T) {
 	for p := 1; p <= 4; p++ {
 		ok(t, p, "fft2d", "fft2d: OK", "-rows", "64", "-cols", "32", "-frames", "3", "-ref", "dft")
 	}
-	ok(t, 4, "fft2d", "fft2d: OK", "-rows", "32", "-cols", "64", "-frames", "2", "-groups", "half", "-algo", "ggp", "-barrier", "-k", "1")
+	ok(t, 4, "fft2d", "fft2d: OK", "-rows", "32", "-cols", "64", "-frames", "2", "-groups", "half", "-algo", "ggp", "-perpair", "-k", "1")
 	ok(t, 3, "fft2d", "fft2d: OK", "-rows", "16", "-cols", "16", "-frames", "2", "-algo", "bruteforce")
 	fails(t, 4, "fft2d", "fft2d: FAILED", "-rows", "32", "-cols", "32", "-frames", "2", "-corrupt", "3")
 

@@ -5,7 +5,7 @@
 // frame.
 //
 //	hetrun -n 4 ./examples/fft2d -rows 512 -cols 512 -frames 8
-//	hetrun -n 8 ./examples/fft2d -groups clusters -algo ggp -barrier
+//	hetrun -n 8 ./examples/fft2d -groups clusters -algo ggp -perpair
 //
 // Group A owns the frame by row blocks, group B by column blocks; the
 // corner turn sends every A rank's rows of every B rank's columns (packed
@@ -48,7 +48,7 @@ func main() {
 	groups := flag.String("groups", "auto", "the two groups: half (first half of the ranks rows, second half columns), clusters (comm.Clusters of the probed model), or auto (clusters when the model shows two clusters, half otherwise)")
 	algo := flag.String("algo", "oggp", "Redistribute planner: oggp, ggp or bruteforce")
 	flag.IntVar(&cfg.opts.K, "k", 0, "transfers the backbone carries at once (0: measured, or min of the group sizes without a model)")
-	flag.BoolVar(&cfg.opts.Barrier, "barrier", false, "separate the corner turn's steps with barriers, as in the redistribution paper")
+	flag.BoolVar(&cfg.opts.PerPair, "perpair", false, "drop the barriers between the corner turn's steps (by default steps are separated by barriers, as in the redistribution paper)")
 	flag.StringVar(&cfg.ref, "ref", "auto", "reference for the check: dft (naive transform), fft (serial FFT), auto (dft when rows*cols*(rows+cols) <= 2^26) or none")
 	flag.Float64Var(&cfg.tol, "tol", 1e-9, "largest accepted error, relative to the largest output magnitude")
 	flag.IntVar(&cfg.corrupt, "corrupt", -1, "testing: this rank of group B alters one output value of the first frame, to show that the check fails")
@@ -135,8 +135,8 @@ func main() {
 			status = "FAILED"
 		}
 		perFrame := worst[1] / float64(cfg.frames)
-		fmt.Printf("fft2d: %s: %d ranks, rows on %v, columns on %v (%s), %dx%d, %d frames, corner turn %s k=%d (%s) barrier=%v, max relative error %.2e (ref %s, tol %.0e)\n",
-			status, p, a, b, how, cfg.rows, cfg.cols, cfg.frames, cfg.opts.Algorithm, cfg.opts.K, kHow, cfg.opts.Barrier, worst[0], cfg.ref, cfg.tol)
+		fmt.Printf("fft2d: %s: %d ranks, rows on %v, columns on %v (%s), %dx%d, %d frames, corner turn %s k=%d (%s) perpair=%v, max relative error %.2e (ref %s, tol %.0e)\n",
+			status, p, a, b, how, cfg.rows, cfg.cols, cfg.frames, cfg.opts.Algorithm, cfg.opts.K, kHow, cfg.opts.PerPair, worst[0], cfg.ref, cfg.tol)
 		fmt.Printf("fft2d: %.2f ms per frame (%.1f frames/s); busiest rank per stage: row FFTs %.1f ms, corner turns %.1f ms, column FFTs %.1f ms in total (check, untimed: %.1f ms)\n",
 			perFrame*1e3, 1/perFrame, worst[2]*1e3, worst[3]*1e3, worst[4]*1e3, worst[5]*1e3)
 	}
