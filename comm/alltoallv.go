@@ -110,12 +110,22 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		}
 	}
 	head := putInt64s(row)
+	// An inline message rides behind the head in one scratch buffer,
+	// reused from destination to destination: exchange sends eagerly, and
+	// an eager send is done with its payload when it returns.
+	var scratch []byte
 	rows, err := k.exchange(head, func(j int) []byte {
 		if row[n+j] == 1 && len(send[j]) > 0 {
-			return append(append(make([]byte, 0, len(head)+len(send[j])), head...), send[j]...)
+			if need := len(head) + len(send[j]); cap(scratch) < need {
+				putPayload(scratch)
+				scratch = getPayload(need)
+			}
+			scratch = append(append(scratch[:0], head...), send[j]...)
+			return scratch
 		}
 		return head
 	})
+	putPayload(scratch)
 	if err != nil {
 		return nil, k.err(err)
 	}
@@ -123,6 +133,7 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 	var drifted map[int]map[int]float64 // receiver -> source -> observed rate
 	bytes := make([][]int64, n)         // the large messages that remain
 	for i, b := range rows {
+		kept := false // recv[i] is the inline message where it arrived, in b
 		if len(b) < len(head) {
 			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent a %d-byte size row, expected %d", ErrMismatch, i, len(b), len(head))})
 		}
@@ -151,17 +162,27 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		for j := 0; j < n; j++ {
 			if v[n+j] == 1 {
 				if j == c.rank && i != c.rank {
-					data := b[len(head):]
+					data := b[len(head):len(b):len(b)]
 					if int64(len(data)) != v[j] {
 						return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent %d bytes inline, it announced %d", ErrMismatch, i, len(data), v[j])})
 					}
-					if o.Recv != nil && cap(o.Recv[i]) >= len(data) {
+					switch {
+					case o.Recv != nil && cap(o.Recv[i]) >= len(data):
 						data = append(o.Recv[i][:0], data...)
+					case len(data) == 0:
+						data = []byte{}
+					default:
+						kept = true
 					}
 					recv[i] = data
 				}
 				bytes[i][j] = 0
 			}
+		}
+		// The row's buffer goes back to the pool unless the caller
+		// receives the inline message in it.
+		if i != c.rank && !kept {
+			putPayload(b)
 		}
 	}
 	recv[c.rank] = append(recvBuf(o.Recv, c.rank, len(send[c.rank]))[:0], send[c.rank]...)
@@ -457,7 +478,7 @@ func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64
 	}
 	var wg sync.WaitGroup
 	for j := 0; j < n; j++ {
-		if j == me || len(send[j]) == 0 {
+		if j == me || bytes[me][j] == 0 { // sent inline, or nothing to send
 			continue
 		}
 		wg.Add(1)

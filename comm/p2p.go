@@ -135,6 +135,9 @@ func (c *Comm) finishRecv(ctx context.Context, ctxID uint32, r *recvReq, buf []b
 	}
 	if !m.rndv {
 		if buf != nil {
+			// The payload is copied out and nothing else holds it (a
+			// probe that matched it reads only its length): recycle it.
+			defer putPayload(m.data)
 			if len(m.data) > len(buf) {
 				n := copy(buf, m.data)
 				return buf[:n], m, fmt.Errorf("%w: %d bytes arrived from rank %d, the buffer holds %d", ErrTruncated, len(m.data), c.index[m.src], len(buf))

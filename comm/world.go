@@ -912,7 +912,8 @@ func (w *world) start() {
 }
 
 // alloc is the transport's Alloc hook: granted rendezvous payloads land
-// straight in their destination buffer.
+// straight in their destination buffer, eager ones in a pooled buffer
+// (bufpool.go).
 func (w *world) alloc(h transport.Header) []byte {
 	peer := int(h.Src)
 	if peer < 0 || peer >= w.size {
@@ -920,6 +921,9 @@ func (w *world) alloc(h transport.Header) []byte {
 	}
 	now := time.Now()
 	w.busySince[peer].Store(now.UnixNano())
+	if h.Type == transport.MsgEager && poolClass(int(h.Len)) >= 0 {
+		return getPayload(int(h.Len))
+	}
 	if h.Type != transport.MsgRndvData {
 		return nil
 	}
