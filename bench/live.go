@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -337,6 +338,16 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 	me, n := c.Rank(), c.Size()
+	// HETBENCH_CPUPROFILE=PREFIX writes each rank's CPU profile to
+	// PREFIX.RANK, for finding where a live run spends its time.
+	if prefix := os.Getenv("HETBENCH_CPUPROFILE"); prefix != "" {
+		if f, err := os.Create(fmt.Sprintf("%s.%d", prefix, me)); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer f.Close()
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
 	var recs []LiveRecord
 	if me == 0 {
 		fmt.Fprintf(stdout, "# hetcomm %s, pattern %s, %d ranks, transport %s, %d iterations (+%d warm-up)\n", lf.collective, lf.pattern, n, *tname, lf.iters, lf.warmup)

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -238,6 +239,7 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 			w.shutdown()
 			return nil, err
 		}
+		w.shareCPUs()
 		w.start()
 		if model == nil && mode != netprobe.ModeOff {
 			pctx, cancel := context.WithTimeout(ctx, w.boot.Timeout)
@@ -250,6 +252,39 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 		}
 	}
 	return w.newComm(worldCommID, identity(boot.Size), boot.Rank), nil
+}
+
+// startProcs is GOMAXPROCS as the process started: the host's CPUs (or
+// its container's share, or the GOMAXPROCS variable).
+var startProcs = runtime.GOMAXPROCS(0)
+
+// shareCPUs sets GOMAXPROCS as Config.CPUs says.
+func (w *world) shareCPUs() {
+	if w.cfg.CPUs < 0 || (w.cfg.CPUs == 0 && os.Getenv("GOMAXPROCS") != "") {
+		return
+	}
+	procs := w.cfg.CPUs
+	if procs == 0 {
+		local := localProcesses(w.dir.Peers, w.rank)
+		if local == 1 {
+			return
+		}
+		procs = startProcs / local
+	}
+	runtime.GOMAXPROCS(max(1, procs))
+}
+
+// localProcesses counts the processes of the world on rank me's host (the
+// same host name; ranks of one process count once).
+func localProcesses(peers []hello, me int) int {
+	host := peers[me].Host
+	pids := map[int]bool{peers[me].PID: true}
+	for _, p := range peers {
+		if host != "" && p.Host == host {
+			pids[p.PID] = true
+		}
+	}
+	return len(pids)
 }
 
 // probeCommID is the private communicator the probe runs on.

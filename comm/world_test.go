@@ -165,3 +165,17 @@ func TestPointToPoint(t *testing.T) {
 		})
 	}
 }
+
+func TestLocalProcesses(t *testing.T) {
+	peers := []hello{
+		{Rank: 0, Host: "a", PID: 10},
+		{Rank: 1, Host: "a", PID: 11},
+		{Rank: 2, Host: "b", PID: 10},
+		{Rank: 3, Host: "a", PID: 10}, // a second rank of rank 0's process
+		{Rank: 4, Host: "", PID: 12},
+	}
+	require.Equal(t, 2, localProcesses(peers, 0))
+	require.Equal(t, 2, localProcesses(peers, 1))
+	require.Equal(t, 1, localProcesses(peers, 2))
+	require.Equal(t, 1, localProcesses(peers, 4), "an unknown host is shared with nobody")
+}
