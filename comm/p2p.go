@@ -15,6 +15,15 @@ const (
 	AnyTag    = -1
 )
 
+// ProcNull is the rank that is no rank, as MPI_PROC_NULL: a send to it and
+// a receive or probe from it complete at once, the receive with an empty
+// message whose Status has Source ProcNull and Tag AnyTag. Ranks at the
+// edge of a halo exchange use it instead of special cases.
+const ProcNull = -2
+
+// nullStatus is the status of a receive from ProcNull.
+var nullStatus = Status{Source: ProcNull, Tag: AnyTag}
+
 // MaxTag is the largest user tag.
 const MaxTag = 1<<31 - 1
 
@@ -182,6 +191,9 @@ func (c *Comm) checkPeer(op, arg string, r int, wildcard bool) error {
 	if wildcard && r == AnySource {
 		return nil
 	}
+	if r == ProcNull && arg != "root" {
+		return nil
+	}
 	if r < 0 || r >= len(c.group) {
 		return &ArgError{Op: op, Arg: arg, Msg: fmt.Sprintf("rank %d out of range [0,%d)", r, len(c.group))}
 	}
@@ -219,6 +231,9 @@ func (c *Comm) Send(ctx context.Context, dst, tag int, data []byte) error {
 	if err := checkTag("send", tag, false); err != nil {
 		return err
 	}
+	if dst == ProcNull {
+		return nil
+	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	p, err := c.startSend(ctx, dst, p2pCtx(c.id), int32(tag), 0, data)
@@ -252,6 +267,12 @@ func (c *Comm) recv(ctx context.Context, src, tag int, buf []byte) ([]byte, Stat
 	}
 	if err := checkTag("recv", tag, true); err != nil {
 		return nil, Status{}, err
+	}
+	if src == ProcNull {
+		if buf != nil {
+			return buf[:0], nullStatus, nil
+		}
+		return []byte{}, nullStatus, nil
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -327,6 +348,9 @@ func (c *Comm) Isend(ctx context.Context, dst, tag int, data []byte) *Request {
 	if err := checkTag("isend", tag, false); err != nil {
 		return doneRequest(err)
 	}
+	if dst == ProcNull {
+		return doneRequest(nil)
+	}
 	p, err := c.startSend(ctx, dst, p2pCtx(c.id), int32(tag), 0, data)
 	if err != nil || !p.rndv {
 		return doneRequest(opErr("isend", err))
@@ -355,6 +379,11 @@ func (c *Comm) Irecv(ctx context.Context, src, tag int) *Request {
 	if err := checkTag("irecv", tag, true); err != nil {
 		return doneRequest(err)
 	}
+	if src == ProcNull {
+		r := doneRequest(nil)
+		r.data, r.st = []byte{}, nullStatus
+		return r
+	}
 	rr := c.postRecv(p2pCtx(c.id), src, userTag(tag))
 	r := &Request{done: make(chan struct{})}
 	c.w.wg.Add(1)
@@ -372,8 +401,33 @@ func (c *Comm) Irecv(ctx context.Context, src, tag int) *Request {
 // Sendrecv sends to dst and receives from src at once, so that a ring or
 // a halo exchange cannot deadlock.
 func (c *Comm) Sendrecv(ctx context.Context, send []byte, dst, sendTag int, src, recvTag int) ([]byte, Status, error) {
+	return c.sendrecv(ctx, send, dst, sendTag, nil, src, recvTag)
+}
+
+// SendrecvInto is Sendrecv receiving into buf, as RecvInto.
+func (c *Comm) SendrecvInto(ctx context.Context, send []byte, dst, sendTag int, buf []byte, src, recvTag int) ([]byte, Status, error) {
+	if buf == nil {
+		buf = []byte{}
+	}
+	return c.sendrecv(ctx, send, dst, sendTag, buf, src, recvTag)
+}
+
+func (c *Comm) sendrecv(ctx context.Context, send []byte, dst, sendTag int, buf []byte, src, recvTag int) ([]byte, Status, error) {
+	// Both halves' arguments are checked before either starts, so that a
+	// bad destination cannot leave the receive waiting.
+	for _, err := range []error{
+		c.check("sendrecv"),
+		c.checkPeer("sendrecv", "dst", dst, false),
+		checkTag("sendrecv", sendTag, false),
+		c.checkPeer("sendrecv", "src", src, true),
+		checkTag("sendrecv", recvTag, true),
+	} {
+		if err != nil {
+			return nil, Status{}, err
+		}
+	}
 	sr := c.Isend(ctx, dst, sendTag, send)
-	data, st, rerr := c.Recv(ctx, src, recvTag)
+	data, st, rerr := c.recv(ctx, src, recvTag, buf)
 	_, serr := sr.Wait(context.Background())
 	if rerr != nil {
 		return nil, st, rerr
@@ -392,6 +446,9 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 	}
 	if err := checkTag("probe", tag, true); err != nil {
 		return Status{}, err
+	}
+	if src == ProcNull {
+		return nullStatus, nil
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -425,6 +482,9 @@ func (c *Comm) Iprobe(src, tag int) (bool, Status, error) {
 	}
 	if err := checkTag("iprobe", tag, true); err != nil {
 		return false, Status{}, err
+	}
+	if src == ProcNull {
+		return true, nullStatus, nil
 	}
 	g := anySource
 	if src != AnySource {

@@ -122,8 +122,8 @@ func (c *Comm) Redistribute(ctx context.Context, senders, receivers []int, send 
 
 // PlanRedistribution returns the plan Redistribute would execute for these
 // groups and sizes (bytes[i][j]: senders[i] to receivers[j]) on this
-// communicator's model, with its predicted completion and lower bound. K
-// must be given in o (or is min(senders, receivers)); it does not probe.
+// communicator's model, with its predicted completion and lower bound. K 0
+// in o means BackboneK: the k measured earlier, if any; it does not probe.
 func (c *Comm) PlanRedistribution(senders, receivers []int, bytes [][]int64, o RedistributeOptions) (*collective.Plan, error) {
 	if _, _, err := redistributeGroups(c.Size(), senders, receivers); err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (c *Comm) PlanRedistribution(senders, receivers []int, bytes [][]int64, o R
 		algo = collective.OGGP
 	}
 	if o.K == 0 {
-		o.K = min(len(senders), len(receivers))
+		o.K, _ = c.BackboneK(senders, receivers)
 	}
 	pat := &collective.Redistribution{Senders: len(senders), Receivers: len(receivers), Bytes: bytes, K: o.K, Rate: o.Rate, Setup: o.Setup}
 	c.redistributeCosts(pat, senders, receivers)
@@ -384,27 +384,25 @@ func redistributeDigest(senders, receivers []int, algo collective.Algorithm, o R
 // once (ProbeBackbone) when the world has a probed model, else
 // min(senders, receivers).
 func (c *Comm) backboneK(ctx context.Context, senders, receivers []int) (int, error) {
-	if c.w.probed.Load() == nil {
-		return min(len(senders), len(receivers)), nil
-	}
-	key := fmt.Sprint(senders, receivers)
-	c.planMu.Lock()
-	k, ok := c.backbone[key]
-	c.planMu.Unlock()
-	if ok {
+	if k, measured := c.BackboneK(senders, receivers); measured || c.w.probed.Load() == nil {
 		return k, nil
 	}
 	k, _, err := c.ProbeBackbone(ctx, senders, receivers)
-	if err != nil {
-		return 0, err
-	}
+	return k, err
+}
+
+// BackboneK returns the concurrency limit Redistribute uses for these
+// groups when its options leave K at 0, without measuring anything: the
+// k the last ProbeBackbone of these groups measured (Redistribute runs it
+// once when the world has a probed model), with measured true; else
+// min(senders, receivers).
+func (c *Comm) BackboneK(senders, receivers []int) (k int, measured bool) {
 	c.planMu.Lock()
-	if c.backbone == nil {
-		c.backbone = map[string]int{}
+	defer c.planMu.Unlock()
+	if k, ok := c.backbone[fmt.Sprint(senders, receivers)]; ok {
+		return k, true
 	}
-	c.backbone[key] = k
-	c.planMu.Unlock()
-	return k, nil
+	return min(len(senders), len(receivers)), false
 }
 
 // ProbeBackbone measures how many transfers between two groups the
@@ -413,6 +411,8 @@ func (c *Comm) backboneK(ctx context.Context, senders, receivers []int) (int, er
 // from senders[0..j-1] to receivers[0..j-1] and stops when the speed of
 // each falls below 80% of a lone transfer's. It returns k and the lone
 // transfer's rate (bytes per second). It is collective.
+// Redistribute and PlanRedistribution use the k it measured for these
+// groups (see BackboneK).
 func (c *Comm) ProbeBackbone(ctx context.Context, senders, receivers []int) (int, float64, error) {
 	si, ri, err := redistributeGroups(c.Size(), senders, receivers)
 	if err != nil {
@@ -470,6 +470,12 @@ func (c *Comm) ProbeBackbone(ctx context.Context, senders, receivers []int) (int
 		}
 		k = j
 	}
+	c.planMu.Lock()
+	if c.backbone == nil {
+		c.backbone = map[string]int{}
+	}
+	c.backbone[fmt.Sprint(senders, receivers)] = k
+	c.planMu.Unlock()
 	return k, single, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -126,4 +127,29 @@ func TestClusters(t *testing.T) {
 	}
 	require.Equal(t, [][]int{{0, 2, 4}, {1, 3, 5}}, Clusters(m))
 	require.Nil(t, Clusters(collective.NewUniformModel(1, 0, 1)))
+}
+
+// TestBackboneKRemembered: the k ProbeBackbone measures is the one
+// Redistribute and PlanRedistribution use when K is left at 0.
+func TestBackboneKRemembered(t *testing.T) {
+	comms := startWorld(t, 4, "mem", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	senders, receivers := []int{0, 1}, []int{2, 3}
+	k, measured := comms[0].BackboneK(senders, receivers)
+	require.False(t, measured)
+	require.Equal(t, 2, k)
+	ks := make([]int, 4)
+	onAll(t, comms, func(c *Comm) error {
+		var err error
+		ks[c.Rank()], _, err = c.ProbeBackbone(ctx, senders, receivers)
+		return err
+	})
+	for r, c := range comms {
+		k, measured := c.BackboneK(senders, receivers)
+		require.True(t, measured, "rank %d", r)
+		require.Equal(t, ks[0], k, "rank %d", r)
+		require.Equal(t, ks[0], ks[r], "every rank measures the same k")
+	}
+	require.True(t, ks[0] >= 1 && ks[0] <= 2, "k = %d", ks[0])
 }

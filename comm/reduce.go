@@ -15,8 +15,11 @@ type Number interface {
 		~float32 | ~float64
 }
 
-// Op combines src into dst element by element: dst[i] = dst[i] op src[i].
-// It must be associative; Reduce combines in rank order starting at root.
+// Op combines src into dst: it receives whole slices of equal length, so
+// the built-in ops work element by element (dst[i] = dst[i] op src[i]) and
+// a user op may also combine groups of elements, as MPI's MAXLOC does with
+// (value, index) pairs laid out side by side. It must be associative;
+// Reduce combines in rank order starting at root.
 type Op[T Number] func(dst, src []T)
 
 // Sum adds.

@@ -179,3 +179,76 @@ func TestLocalProcesses(t *testing.T) {
 	require.Equal(t, 1, localProcesses(peers, 2))
 	require.Equal(t, 1, localProcesses(peers, 4), "an unknown host is shared with nobody")
 }
+
+// TestProcNull: sends to ProcNull and receives from it complete at once;
+// a ring with open ends exchanges halos with one Sendrecv per rank.
+func TestProcNull(t *testing.T) {
+	comms := startWorld(t, 3, "mem", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	onAll(t, comms, func(c *Comm) error {
+		me, n := c.Rank(), c.Size()
+		up, down := me-1, me+1
+		if up < 0 {
+			up = ProcNull
+		}
+		if down == n {
+			down = ProcNull
+		}
+		buf := make([]byte, 8)
+		got, st, err := c.SendrecvInto(ctx, []byte{byte(me)}, down, 5, buf, up, 5)
+		if err != nil {
+			return err
+		}
+		if up == ProcNull {
+			if len(got) != 0 || st != (Status{Source: ProcNull, Tag: AnyTag}) {
+				return fmt.Errorf("from ProcNull: %v %+v", got, st)
+			}
+		} else if len(got) != 1 || got[0] != byte(up) || st.Source != up || &got[0] != &buf[0] {
+			return fmt.Errorf("from rank %d: %v %+v", up, got, st)
+		}
+		if err := c.Send(ctx, ProcNull, 1, []byte("x")); err != nil {
+			return err
+		}
+		if data, st, err := c.Recv(ctx, ProcNull, AnyTag); err != nil || len(data) != 0 || st.Source != ProcNull {
+			return fmt.Errorf("Recv(ProcNull): %v %+v %v", data, st, err)
+		}
+		if st, err := c.Probe(ctx, ProcNull, 3); err != nil || st.Source != ProcNull {
+			return fmt.Errorf("Probe(ProcNull): %+v %v", st, err)
+		}
+		r := c.Irecv(ctx, ProcNull, 1)
+		if st, err := r.Wait(ctx); err != nil || st.Source != ProcNull || r.Data() == nil {
+			return fmt.Errorf("Irecv(ProcNull): %+v %v", st, err)
+		}
+		if _, err := c.Isend(ctx, ProcNull, 1, nil).Wait(ctx); err != nil {
+			return err
+		}
+		if _, err := c.Bcast(ctx, ProcNull, nil); err == nil {
+			return fmt.Errorf("Bcast from root ProcNull: no error")
+		}
+		return c.Barrier(ctx)
+	})
+}
+
+// TestSendrecvBadArgs: a bad destination or tag fails Sendrecv at once,
+// with nothing left waiting.
+func TestSendrecvBadArgs(t *testing.T) {
+	comms := startWorld(t, 2, "mem", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := comms[1]
+	var ae *ArgError
+	_, _, err := c.Sendrecv(ctx, []byte("a"), -7, 1, 0, 1)
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "dst", ae.Arg)
+	_, _, err = c.Sendrecv(ctx, []byte("a"), 0, -3, 0, 1)
+	require.ErrorAs(t, err, &ae)
+	_, _, err = c.Sendrecv(ctx, []byte("a"), 0, 1, 9, 1)
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "src", ae.Arg)
+	require.NoError(t, ctx.Err(), "Sendrecv waited instead of failing at once")
+	// Nothing was sent: rank 0 has no message to probe.
+	ok, _, err := comms[0].Iprobe(AnySource, AnyTag)
+	require.NoError(t, err)
+	require.False(t, ok)
+}
