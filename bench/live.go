@@ -48,6 +48,8 @@ type LiveRecord struct {
 	NICBound float64 `json:"nic_bound_s,omitempty"`
 	// Chosen is what Auto resolved to.
 	Chosen string `json:"chosen,omitempty"`
+	// Groups are a redistribution's senders and receivers.
+	Groups [][]int `json:"groups,omitempty"`
 }
 
 // liveFlags are shared by the launcher and the ranks.
@@ -258,14 +260,11 @@ Flags:
 			fmt.Fprintf(stderr, "hetbench live: unknown -peer %q (want mpi)\n", *peer)
 			return ExitUsage
 		}
-		if lf.collective != "alltoallv" {
-			fmt.Fprintln(stderr, "hetbench live: -peer mpi supports -collective alltoallv")
+		if lf.collective != "alltoallv" && lf.collective != "multicast" && lf.collective != "redistribute" {
+			fmt.Fprintln(stderr, "hetbench live: -peer mpi supports -collective alltoallv, multicast and redistribute")
 			return ExitUsage
 		}
-		if lf.pattern == "" {
-			lf.pattern = "uniform"
-		}
-		prec, err := runMPIPeer(ctx, lf, *n, *hosts, *rsh, *peerIf, stderr)
+		prec, err := runMPIPeer(ctx, lf, *n, *hosts, *rsh, *peerIf, recs, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "hetbench live: mpi peer:", err)
 			return ExitError
@@ -422,6 +421,10 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 				r.Chosen = string(c.LastAlgorithm())
 				name += "=" + r.Chosen
 			}
+			if lf.collective == "redistribute" {
+				s, rc, _ := liveGroups(c, lf.groups)
+				r.Groups = [][]int{s, rc}
+			}
 			recs = append(recs, r)
 			ratioS := "-"
 			if lb > 0 {
@@ -525,6 +528,14 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 		}
 		base := collective.Algorithm(strings.TrimSuffix(string(algo), "+perpair"))
 		o := comm.RedistributeOptions{Algorithm: base, PerPair: strings.HasSuffix(string(algo), "+perpair"), K: lf.k}
+		for j, r := range receivers {
+			if r == me { // reused every iteration, as MPI's receive buffer
+				o.Recv = make([][]byte, len(senders))
+				for i := range senders {
+					o.Recv[i] = make([]byte, bytes[i][j])
+				}
+			}
+		}
 		if o.K == 0 {
 			// Measure the backbone once, here, so timings do not include it.
 			if o.K, _, err = c.ProbeBackbone(ctx, senders, receivers); err != nil {
@@ -610,8 +621,11 @@ func writeTimeline(dir, name string, pred, meas *collective.Plan) error {
 }
 
 // runMPIPeer builds bench/peer/alltoallv.c with mpicc and runs it with
-// Open MPI's TCP transport on the same ranks and pattern.
-func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude string, stderr io.Writer) ([]LiveRecord, error) {
+// Open MPI's TCP transport on the same ranks and pattern: MPI_Alltoallv for
+// an Alltoallv and for a redistribution (the groups hetcomm used, from its
+// records), one MPI_Ibcast per message on its own sub-communicator for a
+// multiple multicast.
+func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude string, own []LiveRecord, stderr io.Writer) ([]LiveRecord, error) {
 	src := filepath.Join(sourceDir(), "peer", "alltoallv.c")
 	if _, err := os.Stat(src); err != nil {
 		return nil, fmt.Errorf("cannot find %s (run hetbench from the source tree)", src)
@@ -628,12 +642,16 @@ func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude 
 	sizes, _ := lf.sizes()
 	var recs []LiveRecord
 	for _, size := range sizes {
+		pattern, algoName, err := mpiPattern(lf, n, size, own, dir)
+		if err != nil {
+			return nil, err
+		}
 		args := []string{"--allow-run-as-root", "--oversubscribe", "-n", strconv.Itoa(n), "--bind-to", "none",
 			"--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", ifInclude, "--mca", "oob_tcp_if_include", ifInclude}
 		if hosts != "" {
 			args = append(args, "--host", mpiHosts(hosts, n), "--map-by", "node", "--mca", "plm_rsh_agent", rsh, "--mca", "plm_rsh_no_tree_spawn", "1")
 		}
-		args = append(args, exe, lf.pattern, strconv.FormatInt(size, 10), strconv.FormatUint(lf.seed, 10), strconv.Itoa(lf.iters), strconv.Itoa(lf.warmup))
+		args = append(args, exe, pattern, strconv.FormatInt(size, 10), strconv.FormatUint(lf.seed, 10), strconv.Itoa(lf.iters), strconv.Itoa(lf.warmup))
 		cmd := exec.CommandContext(ctx, "mpirun", args...)
 		if hosts != "" {
 			// mpirun's daemons connect back to it: it must run where the
@@ -656,10 +674,76 @@ func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude 
 		if err != nil {
 			return nil, err
 		}
-		r.Collective, r.Iters = "alltoallv", lf.iters
+		r.Collective, r.Algorithm, r.Pattern, r.Iters = lf.collective, algoName, lf.pattern, lf.iters
 		recs = append(recs, r)
 	}
 	return recs, nil
+}
+
+// mpiPattern returns the MPI peer's PATTERN argument for one size (an
+// Alltoallv pattern name, or @FILE with the bytes written out) and the MPI
+// operation it runs.
+func mpiPattern(lf liveFlags, n int, size int64, own []LiveRecord, dir string) (string, string, error) {
+	var b strings.Builder
+	switch lf.collective {
+	case "alltoallv":
+		if lf.pattern == "" {
+			return "uniform", "MPI_Alltoallv", nil
+		}
+		return lf.pattern, "MPI_Alltoallv", nil
+	case "multicast":
+		pat, err := MulticastPattern(lf.pattern, n, size, lf.seed)
+		if err != nil {
+			return "", "", err
+		}
+		fmt.Fprintf(&b, "multicast %d\n", len(pat.Messages))
+		for _, m := range pat.Messages {
+			fmt.Fprintf(&b, "%d %d %d", m.Source, m.Bytes, len(m.Dests))
+			for _, d := range m.Dests {
+				fmt.Fprintf(&b, " %d", d)
+			}
+			b.WriteString("\n")
+		}
+	case "redistribute":
+		var groups [][]int
+		for _, r := range own {
+			if r.Bytes == size && len(r.Groups) == 2 {
+				groups = r.Groups
+			}
+		}
+		if groups == nil {
+			return "", "", fmt.Errorf("no hetcomm redistribution of %d bytes to take the groups from", size)
+		}
+		bytes := RedistributionSizes(len(groups[0]), len(groups[1]), size, lf.seed)
+		mat := make([][]int64, n)
+		for i := range mat {
+			mat[i] = make([]int64, n)
+		}
+		for i, s := range groups[0] {
+			for j, r := range groups[1] {
+				mat[s][r] = bytes[i][j]
+			}
+		}
+		fmt.Fprintf(&b, "matrix %d\n", n)
+		for _, row := range mat {
+			for j, x := range row {
+				if j > 0 {
+					b.WriteString(" ")
+				}
+				fmt.Fprint(&b, x)
+			}
+			b.WriteString("\n")
+		}
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.txt", lf.collective, size))
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "", "", err
+	}
+	name := "MPI_Alltoallv"
+	if lf.collective == "multicast" {
+		name = "MPI_Ibcast"
+	}
+	return "@" + path, name, nil
 }
 
 // mpiHosts turns a host list into Open MPI's host:slots form.
@@ -688,7 +772,7 @@ func parseMPIResult(out string) (LiveRecord, error) {
 		if !strings.HasPrefix(line, "RESULT ") {
 			continue
 		}
-		r := LiveRecord{System: "openmpi", Algorithm: "MPI_Alltoallv"}
+		r := LiveRecord{System: "openmpi"}
 		for _, f := range strings.Fields(line)[1:] {
 			k, v, _ := strings.Cut(f, "=")
 			x, _ := strconv.ParseFloat(v, 64)

@@ -37,7 +37,18 @@ func TestRedistribute(t *testing.T) {
 									}
 								}
 							}
-							out, err := c.Redistribute(ctx, senders, receivers, send, RedistributeOptions{Algorithm: algo, PerPair: !barrier, K: k})
+							o := RedistributeOptions{Algorithm: algo, PerPair: !barrier, K: k}
+							for j, r := range receivers {
+								if r == c.Rank() && k == 2 {
+									// Receive buffers: large enough for even
+									// senders, too small (so unused) for odd.
+									o.Recv = make([][]byte, len(senders))
+									for i := range senders {
+										o.Recv[i] = make([]byte, 7, 7+(1-i%2)*size(i, j))
+									}
+								}
+							}
+							out, err := c.Redistribute(ctx, senders, receivers, send, o)
 							if err != nil {
 								return fmt.Errorf("%s: %w", name, err)
 							}
@@ -48,6 +59,9 @@ func TestRedistribute(t *testing.T) {
 								for i := range senders {
 									if !bytes.Equal(out[i], pattern(i, j, 13, size(i, j))) {
 										return fmt.Errorf("%s: data from sender %d wrong (%d bytes)", name, i, len(out[i]))
+									}
+									if o.Recv != nil && len(out[i]) > 0 && (&out[i][0] == &o.Recv[i][:1][0]) != (i%2 == 0) {
+										return fmt.Errorf("%s: data from sender %d: the receive buffer was used %v, want %v", name, i, i%2 != 0, i%2 == 0)
 									}
 								}
 								return nil
@@ -80,6 +94,10 @@ func TestRedistributeErrors(t *testing.T) {
 		},
 		"twice": func() error {
 			_, err := c.Redistribute(ctx, []int{0, 0}, []int{1}, nil, RedistributeOptions{})
+			return err
+		},
+		"receive buffers": func() error {
+			_, err := c.Redistribute(ctx, []int{1}, []int{0}, nil, RedistributeOptions{Recv: make([][]byte, 3)})
 			return err
 		},
 		"buffers": func() error {

@@ -1,10 +1,19 @@
 /*
- * alltoallv.c: the live benchmark's Alltoallv pattern run with MPI, so that
+ * alltoallv.c: the live benchmark's patterns run with MPI, so that
  * hetbench live --peer mpi compares hetcomm with the system's MPI on the
- * same byte matrix. The sizes come from the same splitmix64 generator as
- * bench/patterns.go.
+ * same bytes.
  *
  * usage: mpirun -n N alltoallv PATTERN MAXBYTES SEED ITERS WARMUP
+ *
+ * PATTERN is an Alltoallv pattern of bench/patterns.go (uniform, random,
+ * servers, sparse), whose sizes come from the same splitmix64 generator,
+ * or @FILE, a pattern written by hetbench:
+ *   "matrix N" and N rows of N byte counts: one MPI_Alltoallv (the
+ *       cluster-to-cluster redistribution, zero outside sender->receiver);
+ *   "multicast M" and M lines "SRC BYTES NDEST DEST...": one sub-
+ *       communicator per message (its source and destinations, made once,
+ *       untimed), and per iteration one MPI_Ibcast per message from its
+ *       source, all started at once and then waited for.
  * prints, on rank 0, one line per run:
  *   RESULT pattern=P bytes=B ranks=N median=S min=S max=S avg=S p99=S
  * (seconds; each iteration's time is the slowest rank's).
@@ -37,6 +46,65 @@ static long long size_of(const char *pattern, int n, int i, int j, long long max
 	return -1;
 }
 
+/* A multiple multicast read from a pattern file. */
+struct mcast {
+	int m;
+	long long *bytes;
+	MPI_Comm *comms; /* MPI_COMM_NULL where this rank takes no part */
+	char **bufs;
+	MPI_Request *reqs;
+};
+
+static void die(int me, const char *msg) {
+	if (me == 0) fprintf(stderr, "alltoallv: %s\n", msg);
+	MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+/* read_file reads a pattern file: a matrix into *mat (n x n), or a
+ * multicast into *mc. It returns 'm' or 'c'. */
+static int read_file(const char *path, int me, int n, long long **mat, struct mcast *mc) {
+	FILE *f = fopen(path, "r");
+	char kind[16];
+	int k;
+	if (!f) die(me, "cannot open the pattern file");
+	if (fscanf(f, "%15s %d", kind, &k) != 2) die(me, "malformed pattern file");
+	if (!strcmp(kind, "matrix")) {
+		if (k != n) die(me, "the matrix does not have one row per rank");
+		*mat = malloc((size_t)n * n * sizeof(long long));
+		for (int i = 0; i < n * n; i++)
+			if (fscanf(f, "%lld", &(*mat)[i]) != 1 || (*mat)[i] < 0 || (*mat)[i] > 0x7fffffff) die(me, "malformed matrix");
+		fclose(f);
+		return 'm';
+	}
+	if (strcmp(kind, "multicast") || k < 0) die(me, "unknown pattern file kind");
+	mc->m = k;
+	mc->bytes = calloc(k + 1, sizeof(long long));
+	mc->comms = calloc(k + 1, sizeof(MPI_Comm));
+	mc->bufs = calloc(k + 1, sizeof(char *));
+	mc->reqs = calloc(k + 1, sizeof(MPI_Request));
+	char *member = malloc(n);
+	for (int q = 0; q < k; q++) {
+		int src, nd;
+		if (fscanf(f, "%d %lld %d", &src, &mc->bytes[q], &nd) != 3 || src < 0 || src >= n || nd < 0 || nd > n ||
+		    mc->bytes[q] < 0 || mc->bytes[q] > 0x7fffffff)
+			die(me, "malformed multicast message");
+		memset(member, 0, n);
+		member[src] = 1;
+		for (int d = 0; d < nd; d++) {
+			int dst;
+			if (fscanf(f, "%d", &dst) != 1 || dst < 0 || dst >= n) die(me, "malformed multicast destination");
+			member[dst] = 1;
+		}
+		/* The source is rank 0 of the message's communicator. */
+		MPI_Comm_split(MPI_COMM_WORLD, member[me] ? 0 : MPI_UNDEFINED, me == src ? -1 : me, &mc->comms[q]);
+		mc->bufs[q] = malloc(mc->bytes[q] + 1);
+		memset(mc->bufs[q], src, mc->bytes[q] + 1);
+	}
+	free(member);
+	fclose(f);
+	return 'c';
+}
+
 static int cmp(const void *a, const void *b) {
 	double x = *(const double *)a, y = *(const double *)b;
 	return x < y ? -1 : x > y;
@@ -58,8 +126,13 @@ int main(int argc, char **argv) {
 	int *scount = malloc(n * sizeof(int)), *sdispl = malloc(n * sizeof(int));
 	int *rcount = malloc(n * sizeof(int)), *rdispl = malloc(n * sizeof(int));
 	long long stot = 0, rtot = 0;
-	for (int j = 0; j < n; j++) {
-		long long s = size_of(pattern, n, me, j, max, seed), r = size_of(pattern, n, j, me, max, seed);
+	long long *mat = NULL;
+	struct mcast mc = {0};
+	int kind = 'a';
+	if (pattern[0] == '@') kind = read_file(pattern + 1, me, n, &mat, &mc);
+	for (int j = 0; j < n && kind != 'c'; j++) {
+		long long s = mat ? mat[me * n + j] : size_of(pattern, n, me, j, max, seed);
+		long long r = mat ? mat[j * n + me] : size_of(pattern, n, j, me, max, seed);
 		if (s < 0 || s > 0x7fffffff || r > 0x7fffffff) {
 			if (me == 0) fprintf(stderr, "alltoallv: bad pattern or size\n");
 			MPI_Abort(MPI_COMM_WORLD, 2);
@@ -73,7 +146,15 @@ int main(int argc, char **argv) {
 	for (int it = 0; it < warmup + iters; it++) {
 		MPI_Barrier(MPI_COMM_WORLD);
 		double t0 = MPI_Wtime();
-		MPI_Alltoallv(sbuf, scount, sdispl, MPI_BYTE, rbuf, rcount, rdispl, MPI_BYTE, MPI_COMM_WORLD);
+		if (kind == 'c') {
+			int nreq = 0;
+			for (int q = 0; q < mc.m; q++)
+				if (mc.comms[q] != MPI_COMM_NULL)
+					MPI_Ibcast(mc.bufs[q], (int)mc.bytes[q], MPI_BYTE, 0, mc.comms[q], &mc.reqs[nreq++]);
+			MPI_Waitall(nreq, mc.reqs, MPI_STATUSES_IGNORE);
+		} else {
+			MPI_Alltoallv(sbuf, scount, sdispl, MPI_BYTE, rbuf, rcount, rdispl, MPI_BYTE, MPI_COMM_WORLD);
+		}
 		double dt = MPI_Wtime() - t0, slowest;
 		MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 		if (it >= warmup) t[it - warmup] = slowest;
