@@ -176,6 +176,7 @@ type RailSet struct {
 	ackSent    uint64    // the highest acknowledgement sent
 	ackNow     bool      // a message asked to be acknowledged at once
 	ackDue     time.Time // when a delayed acknowledgement is due (zero: none)
+	copyIns    uint64    // parts copied into place rather than read in place
 }
 
 var _ Link = (*RailSet)(nil)
@@ -1321,6 +1322,7 @@ func (rs *RailSet) onData(r *rail, msg *Message) error {
 		// part header was processed): copy into place. The claim keeps
 		// the hook off these bytes meanwhile.
 		p.state = inClaimed
+		rs.copyIns++
 		buf := m.buf
 		rs.mu.Unlock()
 		copy(buf[off:off+p.n], payload)
