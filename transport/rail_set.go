@@ -139,12 +139,10 @@ type RailSet struct {
 	log    *slog.Logger
 	maxMsg int64
 
-	ctx    context.Context // for the links' Send and Recv; cancelled by Close
-	cancel context.CancelFunc
 	c      closer
 	wg     sync.WaitGroup // sendLoop and readLoop of every rail, ackLoop
 	ackCh  chan struct{}  // wakes ackLoop
-	// ackTimer wakes ackLoop when a delayed acknowledgement is due.
+	// ackTimer wakes ackLoop when a delayed acknowledgement may be due.
 	ackTimer *time.Timer
 
 	// Lock order: allocMu, then mu; evMu is never held with mu. The upper
@@ -160,8 +158,10 @@ type RailSet struct {
 	nlive    int
 	err      error // terminal: every rail is down (or Close)
 	peerBye  bool
-	sendCh   chan struct{} // closed and replaced when sending state changes
-	recvCh   chan struct{} // closed and replaced when receiving state changes
+	sendCh   chan struct{} // closed and replaced when sending state changes, if sendWait > 0
+	recvCh   chan struct{} // closed and replaced when receiving state changes, if recvWait > 0
+	sendWait int           // goroutines waiting on sendCh
+	recvWait int           // goroutines waiting on recvCh
 	startBuf [MaxRails]float64
 
 	nextSeq uint64
@@ -175,7 +175,8 @@ type RailSet struct {
 	readyBytes int64
 	ackSent    uint64    // the highest acknowledgement sent
 	ackNow     bool      // a message asked to be acknowledged at once
-	ackDue     time.Time // when a delayed acknowledgement is due (zero: none)
+	ackSince   time.Time // since when complete > ackSent (zero: all acknowledged)
+	ackArmed   bool      // ackTimer is running
 	copyIns    uint64    // parts copied into place rather than read in place
 }
 
@@ -357,9 +358,13 @@ func NewRailSet(links []Link, cfg RailConfig) (*RailSet, error) {
 		})
 	}
 	rs.planner = newRailPlanner(cfg.RailModel, rs.live)
-	rs.ackTimer = time.AfterFunc(time.Hour, rs.wakeAcker)
+	rs.ackTimer = time.AfterFunc(time.Hour, func() {
+		rs.mu.Lock()
+		rs.ackArmed = false
+		rs.mu.Unlock()
+		rs.wakeAcker()
+	})
 	rs.ackTimer.Stop()
-	rs.ctx, rs.cancel = context.WithCancel(context.Background())
 	for _, r := range rs.rails {
 		rs.wg.Add(2)
 		go rs.sendLoop(r)
@@ -477,14 +482,23 @@ func (rs *RailSet) Stats() []RailStats {
 }
 
 func (rs *RailSet) sendChangedLocked() {
-	close(rs.sendCh)
-	rs.sendCh = make(chan struct{})
+	if rs.sendWait > 0 {
+		close(rs.sendCh)
+		rs.sendCh = make(chan struct{})
+	}
 }
 
 func (rs *RailSet) recvChangedLocked() {
-	close(rs.recvCh)
-	rs.recvCh = make(chan struct{})
+	if rs.recvWait > 0 {
+		close(rs.recvCh)
+		rs.recvCh = make(chan struct{})
+	}
 }
+
+// ioCtx is the context of the links' Send and Recv: they are interrupted
+// by closing the links, never by a context, so that a partly written part
+// cannot break a rail that is otherwise healthy.
+var ioCtx = context.Background()
 
 func (rs *RailSet) wakeAcker() {
 	select {
@@ -526,14 +540,21 @@ func (rs *RailSet) Send(ctx context.Context, h Header, payload []byte) error {
 			break
 		}
 		ch := rs.sendCh
+		rs.sendWait++
 		rs.mu.Unlock()
+		var err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return rs.opErr("send", ctx.Err())
+			err = ctx.Err()
 		case <-rs.c.quit:
 		}
 		rs.mu.Lock()
+		rs.sendWait--
+		if err != nil {
+			rs.mu.Unlock()
+			return rs.opErr("send", err)
+		}
 	}
 	m := &outMsg{seq: rs.nextSeq, h: h, data: data, owned: owned}
 	rs.nextSeq++
@@ -680,13 +701,13 @@ func (rs *RailSet) transmit(r *rail, job *txJob) error {
 	if inline {
 		copy(f[railHeadSize:], job.data)
 	}
-	if err := r.link.Send(rs.ctx, Header{Type: MsgRail, Flags: uint16(r.idx), Seq: h.Seq}, f); err != nil {
+	if err := r.link.Send(ioCtx, Header{Type: MsgRail, Flags: uint16(r.idx), Seq: h.Seq}, f); err != nil {
 		return err
 	}
 	if inline || h.Kind != railKindPart {
 		return nil
 	}
-	return r.link.Send(rs.ctx, railDataHeader(r.idx, h.Seq, h.Off), job.data)
+	return r.link.Send(ioCtx, railDataHeader(r.idx, h.Seq, h.Off), job.data)
 }
 
 func (rs *RailSet) finishLocked(r *rail, job *txJob, err error) {
@@ -704,10 +725,8 @@ func (rs *RailSet) finishLocked(r *rail, job *txJob, err error) {
 		if job.head.Ack > rs.ackSent {
 			rs.ackSent = job.head.Ack
 		}
-		if rs.ackSent >= rs.complete && !rs.ackDue.IsZero() && !rs.ackNow {
-			// The part carried every acknowledgement due.
-			rs.ackDue = time.Time{}
-			rs.ackTimer.Stop()
+		if rs.ackSent >= rs.complete {
+			rs.ackSince = time.Time{} // the part carried every acknowledgement due
 		}
 	}
 	if len(r.q) > 0 {
@@ -773,15 +792,20 @@ func (rs *RailSet) waitAck(ctx context.Context, m *outMsg) error {
 			}
 		}
 		ch := rs.sendCh
+		rs.sendWait++
 		rs.mu.Unlock()
+		cancelled := false
 		select {
 		case <-ch:
-			rs.mu.Lock()
-			continue
 		case <-done:
+			cancelled = true
+		}
+		rs.mu.Lock()
+		rs.sendWait--
+		if !cancelled {
+			continue
 		}
 		done = nil
-		rs.mu.Lock()
 		if m.acked || rs.err != nil || rs.c.isClosed() {
 			continue
 		}
@@ -959,7 +983,6 @@ func (rs *RailSet) terminateLocked(cause error) bool {
 func (rs *RailSet) Close() error {
 	rs.c.close(func() {
 		rs.sayBye()
-		rs.cancel()
 		rs.mu.Lock()
 		for _, r := range rs.rails {
 			if r.alive {
@@ -1040,14 +1063,21 @@ func (rs *RailSet) Recv(ctx context.Context) (Message, error) {
 			return Message{}, rs.opErr("recv", err)
 		}
 		ch := rs.recvCh
+		rs.recvWait++
 		rs.mu.Unlock()
+		var err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return Message{}, rs.opErr("recv", ctx.Err())
+			err = ctx.Err()
 		case <-rs.c.quit:
 		}
 		rs.mu.Lock()
+		rs.recvWait--
+		if err != nil {
+			rs.mu.Unlock()
+			return Message{}, rs.opErr("recv", err)
+		}
 	}
 }
 
@@ -1079,19 +1109,21 @@ func (rs *RailSet) readRail(r *rail) error {
 		rs.mu.Lock()
 		for rs.readyBytes >= int64(rs.cfg.RecvBuffer) && r.alive {
 			ch := rs.recvCh
+			rs.recvWait++
 			rs.mu.Unlock()
 			select {
 			case <-ch:
 			case <-r.quit:
 			}
 			rs.mu.Lock()
+			rs.recvWait--
 		}
 		alive := r.alive
 		rs.mu.Unlock()
 		if !alive {
 			return errRailDown
 		}
-		m, err := r.link.Recv(rs.ctx)
+		m, err := r.link.Recv(ioCtx)
 		if err != nil {
 			return err
 		}
@@ -1381,9 +1413,12 @@ func (rs *RailSet) advanceLocked() {
 	rs.recvChangedLocked()
 	if rs.ackNow {
 		rs.wakeAcker()
-	} else if rs.ackDue.IsZero() {
-		rs.ackDue = time.Now().Add(rs.cfg.AckDelay)
-		rs.ackTimer.Reset(rs.cfg.AckDelay)
+	} else if rs.ackSince.IsZero() && rs.complete > rs.ackSent {
+		rs.ackSince = time.Now()
+		if !rs.ackArmed {
+			rs.ackArmed = true
+			rs.ackTimer.Reset(rs.cfg.AckDelay)
+		}
 	}
 }
 
@@ -1426,13 +1461,19 @@ func (rs *RailSet) ackLoop() {
 			return
 		}
 		if rs.complete <= rs.ackSent {
-			rs.ackNow, rs.ackDue = false, time.Time{}
+			rs.ackNow, rs.ackSince = false, time.Time{}
 			rs.mu.Unlock()
 			continue
 		}
 		now := time.Now()
-		if !rs.ackNow && now.Before(rs.ackDue) {
-			rs.ackTimer.Reset(rs.ackDue.Sub(now))
+		if rs.ackSince.IsZero() {
+			rs.ackSince = now
+		}
+		if due := rs.ackSince.Add(rs.cfg.AckDelay); !rs.ackNow && now.Before(due) {
+			if !rs.ackArmed {
+				rs.ackArmed = true
+				rs.ackTimer.Reset(due.Sub(now))
+			}
 			rs.mu.Unlock()
 			continue
 		}
@@ -1442,11 +1483,11 @@ func (rs *RailSet) ackLoop() {
 			return
 		}
 		val := rs.complete
-		rs.ackNow, rs.ackDue = false, time.Time{}
+		rs.ackNow = false
 		rs.mu.Unlock()
 		var b [railHeadSize]byte
 		putRailHead(b[:], &railHead{Kind: railKindAck, Rail: uint16(r.idx), Ack: val})
-		err := r.link.Send(rs.ctx, Header{Type: MsgRail, Flags: uint16(r.idx)}, b[:])
+		err := r.link.Send(ioCtx, Header{Type: MsgRail, Flags: uint16(r.idx)}, b[:])
 		if err != nil {
 			rs.failRail(r, err)
 			rs.mu.Lock()
@@ -1458,6 +1499,11 @@ func (rs *RailSet) ackLoop() {
 		rs.mu.Lock()
 		if val > rs.ackSent {
 			rs.ackSent = val
+		}
+		if rs.ackSent >= rs.complete {
+			rs.ackSince = time.Time{}
+		} else {
+			rs.ackSince = time.Now()
 		}
 		rs.mu.Unlock()
 	}

@@ -644,3 +644,49 @@ func (l *idleLink) Close() error {
 	l.once.Do(func() { close(q) })
 	return nil
 }
+
+// TestRailWindows: with small windows, a one-way stream still flows (the
+// receiver acknowledges on its own), Send waits for room, and a receiver
+// that does not call Recv stops reading its rails until it does.
+func TestRailWindows(t *testing.T) {
+	g := newRailRig(t, rigOptions{
+		model: RailModel{Costs: issueCosts, Policy: RailMux},
+		modify: func(side int, c *RailConfig) {
+			c.Window, c.RecvBuffer, c.CopyLimit, c.AckDelay = 16<<10, 8<<10, 4<<10, 50*time.Millisecond
+		},
+		rails: func(t testing.TB, i int) (Network, string) { return NewMemNetwork(uint64(i)), "b" },
+	})
+	ctx := testCtx(t)
+	const n = 3000
+	var eg errgroup.Group
+	eg.Go(func() error {
+		for i := range n {
+			size := 1000
+			if i%100 == 0 {
+				size = 20 << 10 // above CopyLimit: waits for its acknowledgement
+			}
+			if err := g.a.Send(ctx, Header{Type: MsgEager, Seq: uint64(i)}, railPayload(2, i, size)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	time.Sleep(50 * time.Millisecond) // the receiver is late: Send must stall
+	g.a.mu.Lock()
+	require.LessOrEqual(t, g.a.copied, int64(16<<10))
+	g.a.mu.Unlock()
+	g.b.mu.Lock()
+	require.Less(t, g.b.readyBytes, int64(8<<10+20<<10+1000))
+	g.b.mu.Unlock()
+	for i := range n {
+		m, err := g.b.Recv(ctx)
+		require.NoError(t, err)
+		require.Equal(t, uint64(i), m.Header.Seq)
+		size := 1000
+		if i%100 == 0 {
+			size = 20 << 10
+		}
+		require.True(t, bytes.Equal(railPayload(2, i, size), m.Payload))
+	}
+	require.NoError(t, eg.Wait())
+}
