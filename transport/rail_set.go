@@ -139,9 +139,9 @@ type RailSet struct {
 	log    *slog.Logger
 	maxMsg int64
 
-	c      closer
-	wg     sync.WaitGroup // sendLoop and readLoop of every rail, ackLoop
-	ackCh  chan struct{}  // wakes ackLoop
+	c     closer
+	wg    sync.WaitGroup // sendLoop and readLoop of every rail, ackLoop
+	ackCh chan struct{}  // wakes ackLoop
 	// ackTimer wakes ackLoop when a delayed acknowledgement may be due.
 	ackTimer *time.Timer
 
