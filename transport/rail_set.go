@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -514,6 +515,9 @@ func (rs *RailSet) Send(ctx context.Context, h Header, payload []byte) error {
 	if h.Type == 0 {
 		return rs.opErr("send", fmt.Errorf("%w: message type 0", ErrMalformed))
 	}
+	if err := ctx.Err(); err != nil {
+		return rs.opErr("send", err)
+	}
 	n := len(payload)
 	if int64(n) > rs.maxMsg {
 		return rs.opErr("send", &FrameError{Field: "length", Value: uint64(n), Limit: uint64(rs.maxMsg), Err: ErrTooLarge})
@@ -902,6 +906,8 @@ func (rs *RailSet) failRail(r *rail, cause error) {
 		terminated = rs.terminateLocked(cause)
 	} else {
 		rs.replanLocked()
+		// Oldest messages first: the receiver delivers in order.
+		sort.SliceStable(moved, func(i, j int) bool { return moved[i].msg.seq < moved[j].msg.seq })
 		now := time.Now()
 		start := rs.startBuf[:len(rs.rails)]
 		front := make(map[*rail][]*outPart)
@@ -1036,6 +1042,9 @@ func (rs *RailSet) sayBye() {
 
 // Recv returns the next message, in the order the peer sent them.
 func (rs *RailSet) Recv(ctx context.Context) (Message, error) {
+	if err := ctx.Err(); err != nil {
+		return Message{}, rs.opErr("recv", err)
+	}
 	rs.mu.Lock()
 	for {
 		if rs.c.isClosed() {
