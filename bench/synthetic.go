@@ -811,6 +811,7 @@ func runSynthetic(ctx context.Context, o *synthOptions, log io.Writer) (*synthRe
 // runSyntheticNetlab starts the master and the slaves on the lab's hosts
 // through the agent and collects the master's result.
 func runSyntheticNetlab(ctx context.Context, o *synthOptions, secret string, log io.Writer) (*synthResult, error) {
+	log = &lockedWriter{w: log} // every rank's stderr goes there
 	prefix := o.rankPrefix
 	if prefix == nil {
 		exe, err := os.Executable()
@@ -896,6 +897,18 @@ func runSyntheticNetlab(ctx context.Context, o *synthOptions, secret string, log
 		}
 	}
 	return nil, fmt.Errorf("no result from the master: %q", out.String())
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func shellQuote(s string) string {
