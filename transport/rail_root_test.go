@@ -70,6 +70,9 @@ func railRootSkip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("root netlab test: skipped with -short")
 	}
+	if railRace {
+		t.Skip("root netlab test: a performance acceptance test, meaningless under the race detector; run it without -race")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("root netlab test: needs root (network namespaces and tc); run as root to measure the rails on dualnic4")
 	}
