@@ -36,11 +36,18 @@ const (
 	MsgHeartbeat MsgType = 6
 	// MsgClose announces that the sender is about to close the link.
 	MsgClose MsgType = 7
+	// MsgRail is a rail-layer frame of a RailSet (a part announcement, an
+	// acknowledgement, a skip or a goodbye); see docs/wire.md, "Rails".
+	// Upper layers never see it: a RailSet consumes it.
+	MsgRail MsgType = 8
+	// MsgRailData carries the bytes of a part of a message sent over a
+	// RailSet; its Flags, Comm, Tag and Seq say where the bytes go.
+	MsgRailData MsgType = 9
 
 	// maxKnownType is the highest type this version defines. Types above it
 	// are still carried (a newer peer may append types), but upper layers
 	// should ignore what they do not know.
-	maxKnownType = MsgClose
+	maxKnownType = MsgRailData
 )
 
 var msgTypeNames = [...]string{
@@ -51,6 +58,8 @@ var msgTypeNames = [...]string{
 	MsgControl:   "control",
 	MsgHeartbeat: "heartbeat",
 	MsgClose:     "close",
+	MsgRail:      "rail",
+	MsgRailData:  "rail-data",
 }
 
 func (t MsgType) String() string {
