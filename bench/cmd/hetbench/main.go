@@ -18,18 +18,20 @@ var commands = []struct {
 	{"sim", "reproduce a paper's simulation study", bench.SimCommand},
 	{"live", "run collectives on live ranks (and the system's MPI) and report timings", bench.LiveCommand},
 	{"probe", "measure every link of N ranks and print (or write) the cost model", bench.ProbeCommand},
+	{"synthetic", "the multi-network paper's synthetic benchmark over each rail, mux, agg and muxagg", bench.SyntheticCommand},
 }
 
 // hidden commands, started by other commands.
 var hidden = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"live-rank":  bench.LiveRankCommand,
-	"probe-rank": bench.ProbeRankCommand,
+	"live-rank":      bench.LiveRankCommand,
+	"probe-rank":     bench.ProbeRankCommand,
+	"synthetic-rank": bench.SyntheticRankCommand,
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: hetbench COMMAND [flags]\n\nCommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.help)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.help)
 	}
 	fmt.Fprintf(w, "\nRun 'hetbench COMMAND -h' for a command's flags.\n")
 }
