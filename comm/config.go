@@ -66,6 +66,12 @@ type Config struct {
 	// Logger receives warnings (broken links, failed ranks). nil discards.
 	Logger *slog.Logger
 
+	// RailPolicy is how messages to a peer reachable over several rails
+	// (Bootstrap.Rails) use them: transport.RailAuto (the zero value:
+	// multiplex small messages, split large ones across rails), RailSingle,
+	// RailMux, RailAgg or RailMuxAgg. See docs/rails.md.
+	RailPolicy transport.RailPolicy
+
 	// CPUs is this process's GOMAXPROCS once the world has formed. 0
 	// means: divide the host's CPUs evenly among the world's processes
 	// that run on it (at least one each), as MPI launchers bind ranks to

@@ -110,6 +110,8 @@ type world struct {
 
 	links     []transport.Link // by peer world rank; nil for self
 	listeners []transport.Listener
+	router    *transport.RailRouter // with several rails: places their parts
+	railDown  map[int]float64       // under driftMu: peers whose rails failed -> surviving rate
 
 	mu        sync.Mutex
 	queues    map[uint32]*mqueue
@@ -351,11 +353,45 @@ func (w *world) observe(src int, bytes int64, seconds float64) {
 // links (by world rank), and forgets them.
 func (w *world) driftProposals() map[int]float64 {
 	if w.drift == nil {
-		return nil
+		w.driftMu.Lock()
+		defer w.driftMu.Unlock()
+		props := w.railDown
+		w.railDown = nil
+		return props
 	}
 	w.driftMu.Lock()
 	defer w.driftMu.Unlock()
-	return w.drift.Proposals()
+	props := w.drift.Proposals()
+	for src, rate := range w.railDown {
+		if props == nil {
+			props = map[int]float64{}
+		}
+		props[src] = rate
+	}
+	w.railDown = nil
+	return props
+}
+
+// railRef is the message size at which a pair's rails are summed up as
+// one (T, B) for the planners: bulk transfers.
+const railRef = 1 << 20
+
+// onRailDown is told when a rail to a peer fails; its RailSet has moved
+// the traffic to the surviving rails. The pair's cost changes: this rank
+// proposes the survivors' effective rate for the link from the peer, and
+// the next world Alltoallv spreads the proposal as it spreads drift, so
+// that every rank's model stays the same.
+func (w *world) onRailDown(ev transport.RailEvent) {
+	w.log.Warn("comm: a rail failed; traffic moved to the others", "peer", ev.Peer, "rail", ev.Rail, "err", ev.Err, "live", ev.Live)
+	if len(ev.Live) == 0 {
+		return
+	}
+	w.driftMu.Lock()
+	if w.railDown == nil {
+		w.railDown = map[int]float64{}
+	}
+	w.railDown[ev.Peer] = ev.Model.Effective(railRef).Bandwidth
+	w.driftMu.Unlock()
 }
 
 // applyDrift installs proposed rates: props[dst] maps a source to the rate
@@ -548,7 +584,15 @@ func (w *world) connect(ctx context.Context) error {
 	if tcfg.Identity != nil {
 		me.Fingerprint = tcfg.Identity.Fingerprint.String()
 	}
-	for i, addr := range w.listenAddrs(kind) {
+	addrs, err := w.listenAddrs(kind)
+	if err != nil {
+		return err
+	}
+	if len(addrs) > 1 {
+		w.router = transport.NewRailRouter(w.alloc)
+		tcfg.Alloc = w.router.Alloc
+	}
+	for i, addr := range addrs {
 		l, err := netw.Listen(addr, tcfg)
 		if err != nil {
 			return fmt.Errorf("comm: init: listening on %s: %w", addr, err)
@@ -611,24 +655,58 @@ func (w *world) emulate() error {
 	return nil
 }
 
-// listenAddrs returns where each rail listens.
-func (w *world) listenAddrs(kind transport.Kind) []string {
+// listenAddrs returns where each rail listens, after resolving rails
+// given as networks to this host's address in them.
+func (w *world) listenAddrs(kind transport.Kind) ([]string, error) {
 	if kind == transport.KindMem {
 		n := max(1, len(w.boot.Rails))
 		addrs := make([]string, n)
 		for i := range addrs {
 			addrs[i] = fmt.Sprintf("%s/rank%d/rail%d", w.boot.Job, w.rank, i)
 		}
-		return addrs
+		return addrs, nil
 	}
 	if len(w.boot.Rails) > 0 {
-		addrs := make([]string, len(w.boot.Rails))
-		for i, r := range w.boot.Rails {
+		rails, err := resolveRails(w.boot.Rails, net.InterfaceAddrs)
+		if err != nil {
+			return nil, err
+		}
+		w.boot.Rails = rails
+		addrs := make([]string, len(rails))
+		for i, r := range rails {
 			addrs[i] = net.JoinHostPort(hostOf(r), "0")
 		}
-		return addrs
+		return addrs, nil
 	}
-	return []string{net.JoinHostPort(w.localHost(), "0")}
+	return []string{net.JoinHostPort(w.localHost(), "0")}, nil
+}
+
+// resolveRails replaces every rail given as a network (CIDR, such as
+// 10.77.2.0/24) with this host's address in it, so that one
+// HETCOMM_RAILS serves every host of a job.
+func resolveRails(rails []string, local func() ([]net.Addr, error)) ([]string, error) {
+	out := make([]string, len(rails))
+	for i, r := range rails {
+		_, network, err := net.ParseCIDR(r)
+		if err != nil {
+			out[i] = r // an address
+			continue
+		}
+		addrs, err := local()
+		if err != nil {
+			return nil, fmt.Errorf("comm: init: rail %d (%s): listing this host's addresses: %w", i, r, err)
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && network.Contains(ipn.IP) {
+				out[i] = ipn.IP.String()
+				break
+			}
+		}
+		if out[i] == "" {
+			return nil, fmt.Errorf("comm: init: rail %d (%s): this host has no address in that network", i, r)
+		}
+	}
+	return out, nil
 }
 
 func hostOf(addr string) string {
@@ -835,7 +913,9 @@ func (w *world) join(ctx context.Context, netw transport.Network, cfg transport.
 }
 
 // mesh connects every pair of ranks: each rank dials the lower ranks and
-// accepts the higher ones, on rail 0.
+// accepts the higher ones, once per rail the two have in common (rail i of
+// one to rail i of the other; a dialed link leaves from this rank's rail i
+// address). A pair with several rails gets one RailSet over them.
 func (w *world) mesh(ctx context.Context, netw transport.Network, cfg transport.Config, dir *directory) error {
 	dialCfg := cfg
 	for r, p := range dir.Peers {
@@ -855,62 +935,128 @@ func (w *world) mesh(ctx context.Context, netw transport.Network, cfg transport.
 			return fmt.Errorf("%w: rank %d published no address", ErrProtocol, r)
 		}
 	}
-	var mu sync.Mutex
-	errs := make(chan error, 2)
-	go func() {
-		need := w.size - 1 - w.rank
-		for need > 0 {
-			link, err := w.listeners[0].Accept(ctx)
-			if err != nil {
-				errs <- w.meshErr(ctx, err)
-				return
-			}
-			p := link.Peer()
-			mu.Lock()
-			ok := p > w.rank && p < w.size && w.links[p] == nil
-			if ok {
-				w.links[p] = link
-				need--
-			}
-			mu.Unlock()
-			if !ok {
-				w.log.Warn("comm: init: unexpected link", "peer", p)
-				link.Close()
-			}
+	rails := make([][]transport.Link, w.size) // by peer, then rail
+	for p := range rails {
+		if p != w.rank {
+			rails[p] = make([]transport.Link, w.railsWith(p))
 		}
-		errs <- nil
-	}()
+	}
+	var mu sync.Mutex
+	errs := make(chan error, len(w.listeners)+1)
+	for i, l := range w.listeners {
+		go func() {
+			need := 0
+			for p := w.rank + 1; p < w.size; p++ {
+				if i < len(rails[p]) {
+					need++
+				}
+			}
+			for need > 0 {
+				link, err := l.Accept(ctx)
+				if err != nil {
+					errs <- w.meshErr(ctx, err)
+					return
+				}
+				p := link.Peer()
+				mu.Lock()
+				ok := p > w.rank && p < w.size && i < len(rails[p]) && rails[p][i] == nil
+				if ok {
+					rails[p][i] = link
+					need--
+				}
+				mu.Unlock()
+				if !ok {
+					w.log.Warn("comm: init: unexpected link", "peer", p, "rail", i)
+					link.Close()
+				}
+			}
+			errs <- nil
+		}()
+	}
 	go func() {
 		for r := 0; r < w.rank; r++ {
-			var link transport.Link
-			var err error
-			for attempt := 0; ; attempt++ {
-				link, err = netw.Dial(ctx, dir.Peers[r].Addrs[0], r, dialCfg)
-				if err == nil || ctx.Err() != nil || attempt > 50 {
-					break
+			for i := range rails[r] {
+				railCfg := dialCfg
+				if len(w.boot.Rails) > i && w.kind != transport.KindMem {
+					railCfg.LocalAddr = w.railHost(i)
 				}
-				var ae *transport.AuthError
-				if errors.As(err, &ae) {
-					break
+				var link transport.Link
+				var err error
+				for attempt := 0; ; attempt++ {
+					link, err = netw.Dial(ctx, dir.Peers[r].Addrs[i], r, railCfg)
+					if err == nil || ctx.Err() != nil || attempt > 50 {
+						break
+					}
+					var ae *transport.AuthError
+					if errors.As(err, &ae) {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
 				}
-				time.Sleep(20 * time.Millisecond)
+				if err != nil {
+					errs <- &RankError{Op: "init", Rank: r, Err: &failure{msg: fmt.Sprintf("connecting rail %d", i), cause: err}}
+					return
+				}
+				mu.Lock()
+				rails[r][i] = link
+				mu.Unlock()
 			}
-			if err != nil {
-				errs <- &RankError{Op: "init", Rank: r, Err: &failure{msg: "connecting", cause: err}}
-				return
-			}
-			mu.Lock()
-			w.links[r] = link
-			mu.Unlock()
 		}
 		errs <- nil
 	}()
-	for i := 0; i < 2; i++ {
-		if err := <-errs; err != nil {
-			return err
+	var first error
+	for i := 0; i < len(w.listeners)+1; i++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if first != nil {
+		for _, ls := range rails {
+			for _, l := range ls {
+				if l != nil {
+					l.Close()
+				}
+			}
+		}
+		return first
+	}
+	for p, ls := range rails {
+		switch {
+		case p == w.rank:
+		case len(ls) == 1:
+			w.links[p] = ls[0]
+		default:
+			rs, err := transport.NewRailSet(ls, transport.RailConfig{
+				RailModel:  transport.RailModel{Costs: guessRailCosts(len(ls)), Policy: w.cfg.RailPolicy},
+				Router:     w.router,
+				MaxMessage: cfg.MaxMessage,
+				Logger:     w.log,
+				OnRailDown: w.onRailDown,
+			})
+			if err != nil {
+				return fmt.Errorf("comm: init: rails to rank %d: %w", p, err)
+			}
+			w.links[p] = rs
 		}
 	}
 	return nil
+}
+
+// railsWith returns how many rails this rank and peer have in common.
+func (w *world) railsWith(peer int) int {
+	return min(len(w.dir.Peers[w.rank].Addrs), len(w.dir.Peers[peer].Addrs))
+}
+
+// guessRailCosts are the rails' costs until the probe measures them: all
+// alike, so traffic spreads evenly.
+func guessRailCosts(n int) []transport.RailCost {
+	c := make([]transport.RailCost, n)
+	for i := range c {
+		c[i] = transport.RailCost{Latency: 50e-6, Bandwidth: 100e6}
+	}
+	return c
 }
 
 func (w *world) meshErr(ctx context.Context, err error) error {

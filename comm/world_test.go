@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -251,4 +252,66 @@ func TestSendrecvBadArgs(t *testing.T) {
 	ok, _, err := comms[0].Iprobe(AnySource, AnyTag)
 	require.NoError(t, err)
 	require.False(t, ok)
+}
+
+// TestRails: with two rails every pair talks over a RailSet of two links,
+// large messages are split across both, and every byte arrives.
+func TestRails(t *testing.T) {
+	for _, tr := range []string{"mem", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			rails := []string{"127.0.0.1", "127.0.0.2"}
+			if tr == "mem" {
+				rails = []string{"slow", "fast"}
+			}
+			comms := startWorld(t, 3, tr, func(c *Config) { c.Bootstrap.Rails = rails })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			sizes := []int{0, 10, 70000, 4 << 20}
+			onAll(t, comms, func(c *Comm) error {
+				for _, size := range sizes {
+					send := make([][]byte, 3)
+					for j := range send {
+						send[j] = pattern(c.Rank(), j, size, size)
+					}
+					got, err := c.Alltoallv(ctx, send)
+					if err != nil {
+						return err
+					}
+					for i := range got {
+						if !bytes.Equal(got[i], pattern(i, c.Rank(), size, size)) {
+							return fmt.Errorf("%d bytes from rank %d: corrupt", size, i)
+						}
+					}
+				}
+				return nil
+			})
+			for r, c := range comms {
+				for p, l := range c.w.links {
+					if p == r {
+						continue
+					}
+					rs, ok := l.(*transport.RailSet)
+					require.True(t, ok, "rank %d's link to %d is a %T", r, p, l)
+					st := rs.Stats()
+					require.Len(t, st, 2)
+					require.NotZero(t, st[0].Bytes, "rank %d to %d: nothing on rail 0", r, p)
+					require.NotZero(t, st[1].Bytes, "rank %d to %d: nothing on rail 1", r, p)
+				}
+			}
+		})
+	}
+}
+
+func TestResolveRails(t *testing.T) {
+	local := func() ([]net.Addr, error) {
+		return []net.Addr{
+			&net.IPNet{IP: net.ParseIP("127.0.0.1"), Mask: net.CIDRMask(8, 32)},
+			&net.IPNet{IP: net.ParseIP("10.77.2.3"), Mask: net.CIDRMask(24, 32)},
+		}, nil
+	}
+	got, err := resolveRails([]string{"10.77.2.0/24", "192.168.1.5"}, local)
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.77.2.3", "192.168.1.5"}, got)
+	_, err = resolveRails([]string{"10.99.0.0/16"}, local)
+	require.ErrorContains(t, err, "no address in that network")
 }
