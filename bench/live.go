@@ -181,6 +181,8 @@ func LiveCommand(args []string, stdout, stderr io.Writer) int {
 	timelineDir := fs.String("timeline", "", "directory for the predicted and measured timing diagrams (PNG and JSON) of each Alltoallv size and planner")
 	peer := fs.String("peer", "", "also run the pattern with the system's MPI: mpi (Open MPI's mpirun, TCP transport)")
 	peerIf := fs.String("peer-if", "lo", "network the MPI peer uses (btl_tcp_if_include), e.g. lo or 10.0.0.0/8")
+	rails := fs.String("rails", "", "rails (NICs) of every rank, as networks such as 10.77.1.0/24,10.77.2.0/24 or addresses (HETCOMM_RAILS)")
+	railPolicy := fs.String("rail-policy", "", "how messages use several rails: auto (default), single, mux, agg or muxagg")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: hetbench live [flags]
 
@@ -224,7 +226,7 @@ Flags:
 		abs, _ := filepath.Abs(*timelineDir)
 		rankArgs = append(rankArgs, "-timeline", abs)
 	}
-	var env []string
+	env := railEnv(*rails, *railPolicy)
 	if *model != "" {
 		abs, _ := filepath.Abs(*model)
 		env = append(env, comm.EnvModel+"="+abs)

@@ -40,6 +40,8 @@ func ProbeCommand(args []string, stdout, stderr io.Writer) int {
 	rsh := fs.String("rsh", "ssh", "agent for --hosts, called as AGENT HOST COMMAND")
 	out := fs.String("out", "", "write the model JSON here")
 	emulate := fs.String("emulate", "", "emulate a network in user space: a model JSON or a netlab topology (rates and latencies per pair)")
+	rails := fs.String("rails", "", "rails (NICs) of every rank, as networks such as 10.77.1.0/24,10.77.2.0/24 or addresses (HETCOMM_RAILS): each is probed")
+	railPolicy := fs.String("rail-policy", "", "rail policy the top-level costs sum the rails up under (default auto)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: hetbench probe [flags]
 
@@ -66,7 +68,7 @@ Flags:
 	if *out != "" {
 		outAbs, _ = filepath.Abs(*out)
 	}
-	env := []string{comm.EnvProbe + "=full"}
+	env := append([]string{comm.EnvProbe + "=full"}, railEnv(*rails, *railPolicy)...)
 	if *emulate != "" {
 		tmp, err := os.MkdirTemp("", "hetbench-probe-")
 		if err != nil {
@@ -162,12 +164,32 @@ func PrintModel(w io.Writer, res *netprobe.Result) {
 			fmt.Fprintln(w)
 		}
 	}
-	matrix("latency, microseconds", m.Latency, 1e6, "%9.1f")
-	matrix("bandwidth, MB/s", m.Bandwidth, 1e-6, "%9.2f")
+	for _, r := range m.Rails {
+		matrix(r.Name+": latency, microseconds", r.Latency, 1e6, "%9.1f")
+		matrix(r.Name+": bandwidth, MB/s", r.Bandwidth, 1e-6, "%9.2f")
+	}
+	effective := ""
+	if len(m.Rails) > 1 {
+		effective = fmt.Sprintf(" (the rails summed up: exact at 0 and %d bytes)", netprobe.RailRef)
+	}
+	matrix("latency, microseconds"+effective, m.Latency, 1e6, "%9.1f")
+	matrix("bandwidth, MB/s"+effective, m.Bandwidth, 1e-6, "%9.2f")
 	fmt.Fprintf(w, "\n# overheads per rank: send = Sc + Sm*m, receive = Rc + Rm*m; clock offset to rank 0\n")
 	fmt.Fprintf(w, "%6s %12s %12s %12s %12s %12s\n", "rank", "Sc(us)", "Sm(ns/B)", "Rc(us)", "Rm(ns/B)", "offset(us)")
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(w, "%6d %12.2f %12.4f %12.2f %12.4f %12.1f\n", i, m.SendOverhead[i].Const*1e6, m.SendOverhead[i].PerByte*1e9,
 			m.RecvOverhead[i].Const*1e6, m.RecvOverhead[i].PerByte*1e9, res.Offsets[i]*1e6)
 	}
+}
+
+// railEnv is the environment that gives every rank rails and a policy.
+func railEnv(rails, policy string) []string {
+	var env []string
+	if rails != "" {
+		env = append(env, comm.EnvRails+"="+rails)
+	}
+	if policy != "" {
+		env = append(env, comm.EnvRailPolicy+"="+policy)
+	}
+	return env
 }

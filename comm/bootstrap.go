@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hetcomm/hetcomm/transport"
 )
 
 // The environment contract between a launcher and comm.Init. hetrun sets
@@ -25,7 +27,8 @@ const (
 	EnvTimeout    = "HETCOMM_TIMEOUT"     // Go duration: start-up and per-operation timeout
 	EnvJob        = "HETCOMM_JOB"         // job id (optional; derived from the launcher)
 	EnvHost       = "HETCOMM_HOST"        // address other ranks use to reach this one (optional)
-	EnvRails      = "HETCOMM_RAILS"       // comma-separated local addresses, one per rail (optional)
+	EnvRails      = "HETCOMM_RAILS"       // comma-separated rails: local addresses, or networks (CIDR) resolved to this host's address in them (optional)
+	EnvRailPolicy = "HETCOMM_RAIL_POLICY" // auto (default), single, mux, agg or muxagg (optional)
 	EnvModel      = "HETCOMM_MODEL"       // cost-model JSON file (optional)
 	EnvProbe      = "HETCOMM_PROBE"       // link probing at start-up: full, cached (default) or off
 	EnvEmulate    = "HETCOMM_EMULATE"     // a model JSON whose rates and latencies the links emulate (optional)
@@ -67,9 +70,13 @@ type Bootstrap struct {
 	// Host is the address this rank advertises; empty means: the local
 	// address of the route to the coordinator.
 	Host string
-	// Rails lists local addresses to listen on, one per rail; empty means
-	// one rail on Host.
+	// Rails lists local addresses to listen on, one per rail, or networks
+	// in CIDR form (10.77.2.0/24), each meaning this host's address in it;
+	// empty means one rail on Host.
 	Rails []string
+	// RailPolicy names the rail policy (transport.ParseRailPolicy) used
+	// when Config.RailPolicy is left at its zero value; "" means auto.
+	RailPolicy string
 	// Model is a cost-model JSON file to use instead of probing; optional.
 	Model string
 	// Probe is the probing mode at start-up: "full", "cached" or "off";
@@ -260,6 +267,12 @@ func BootstrapFromEnv(getenv func(string) string) (*Bootstrap, error) {
 			}
 		}
 	}
+	b.RailPolicy = getenv(EnvRailPolicy)
+	if b.RailPolicy != "" {
+		if _, err := transport.ParseRailPolicy(b.RailPolicy); err != nil {
+			return nil, &BootstrapError{Var: EnvRailPolicy, Msg: fmt.Sprintf("%q is not a rail policy (auto, single, mux, agg or muxagg)", b.RailPolicy)}
+		}
+	}
 	b.Model = getenv(EnvModel)
 	b.Probe = strings.ToLower(strings.TrimSpace(getenv(EnvProbe)))
 	b.Emulate = getenv(EnvEmulate)
@@ -331,6 +344,9 @@ func (b *Bootstrap) Env() []string {
 	}
 	if len(b.Rails) > 0 {
 		env = append(env, EnvRails+"="+strings.Join(b.Rails, ","))
+	}
+	if b.RailPolicy != "" {
+		env = append(env, EnvRailPolicy+"="+b.RailPolicy)
 	}
 	if b.Model != "" {
 		env = append(env, EnvModel+"="+b.Model)

@@ -112,6 +112,7 @@ type world struct {
 	listeners []transport.Listener
 	router    *transport.RailRouter // with several rails: places their parts
 	railDown  map[int]float64       // under driftMu: peers whose rails failed -> surviving rate
+	railSets  []*transport.RailSet  // by peer: the pairs with several rails
 
 	mu        sync.Mutex
 	queues    map[uint32]*mqueue
@@ -205,6 +206,11 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 		boot = &b
 		if err := boot.Validate(); err != nil {
 			return nil, err
+		}
+	}
+	if c.RailPolicy == transport.RailAuto && boot.RailPolicy != "" {
+		if c.RailPolicy, err = transport.ParseRailPolicy(boot.RailPolicy); err != nil {
+			return nil, fmt.Errorf("comm: init: %w", err)
 		}
 	}
 	w := newWorld(boot, c)
@@ -301,7 +307,11 @@ func (w *world) probe(ctx context.Context, mode netprobe.Mode) error {
 	if dir == "" {
 		dir = netprobe.DefaultCacheDir()
 	}
-	res, err := netprobe.Directory(ctx, probePort{pc}, mode, w.cfg.ProbeConfig, dir, w.probeKey(), func(msg string) {
+	var port netprobe.Port = probePort{pc}
+	if w.numRails() > 1 {
+		port = railProbePort{probePort{pc}, w}
+	}
+	res, err := netprobe.Directory(ctx, port, mode, w.cfg.ProbeConfig, dir, w.probeKey(), func(msg string) {
 		w.log.Warn("comm: " + msg)
 	})
 	if err != nil {
@@ -324,6 +334,10 @@ func (w *world) probeKey() netprobe.Key {
 			k.Rails[r] = append(k.Rails[r], hostOf(a))
 		}
 	}
+	if w.numRails() > 1 {
+		// The top-level costs sum the rails up under the policy.
+		k.Transport += "+rails:" + w.cfg.RailPolicy.String()
+	}
 	return k
 }
 
@@ -335,6 +349,75 @@ func (w *world) setModel(m *collective.Model, offsets []float64) {
 		w.offsets.Store(&offsets)
 	}
 	w.modelGen.Add(1)
+	w.applyRailCosts(m)
+}
+
+// applyRailCosts gives every RailSet its rails' costs from a model that
+// lists rails (rails this rank sends on: row w.rank).
+func (w *world) applyRailCosts(m *collective.Model) {
+	if m == nil || len(m.Rails) < 2 {
+		return
+	}
+	for p, rs := range w.railSets {
+		if rs == nil {
+			continue
+		}
+		costs := netprobe.RailCosts(m, w.rank, p)
+		if k := len(rs.Stats()); k < len(costs) {
+			costs = costs[:k]
+		}
+		if err := rs.SetCosts(costs); err != nil {
+			w.log.Warn("comm: the model's rail costs do not fit the rails", "peer", p, "err", err)
+		}
+	}
+}
+
+// numRails is the most rails any pair of ranks has in common (the same on
+// every rank: it comes from the directory).
+func (w *world) numRails() int {
+	most := 1
+	for a := range w.dir.Peers {
+		for b := a + 1; b < len(w.dir.Peers); b++ {
+			most = max(most, min(len(w.dir.Peers[a].Addrs), len(w.dir.Peers[b].Addrs)))
+		}
+	}
+	return most
+}
+
+// railProbePort is the probe's port on a world with several rails.
+type railProbePort struct {
+	probePort
+	w *world
+}
+
+func (p railProbePort) Rails() int                       { return p.w.numRails() }
+func (p railProbePort) RailPolicy() transport.RailPolicy { return p.w.cfg.RailPolicy }
+
+// UseRail pins every RailSet of this rank to rail i: that rail looks free
+// and infinitely fast, the others slow beyond any use.
+func (p railProbePort) UseRail(i int) {
+	w := p.w
+	for peer, rs := range w.railSets {
+		if rs == nil {
+			continue
+		}
+		k := len(rs.Stats())
+		costs := make([]transport.RailCost, k)
+		for j := range costs {
+			costs[j] = transport.RailCost{Latency: 1, Bandwidth: 1}
+		}
+		if i < 0 {
+			costs = guessRailCosts(k)
+			if m := w.model.Load(); m != nil && len(m.Rails) >= k {
+				costs = netprobe.RailCosts(m, w.rank, peer)[:k]
+			}
+		} else {
+			costs[min(i, k-1)] = transport.RailCost{Latency: 1e-9, Bandwidth: 1e12}
+		}
+		if err := rs.SetCosts(costs); err != nil {
+			w.log.Warn("comm: pinning a rail for the probe", "peer", peer, "err", err)
+		}
+	}
 }
 
 // observe feeds a large transfer's measured rate (src's world rank) to the
@@ -533,7 +616,7 @@ func (w *world) transportConfig() (transport.Config, error) {
 	t := w.cfg.Transport
 	if t.MaxMessage == 0 && t.HandshakeTimeout == 0 && t.QUIC == (transport.QUICConfig{}) {
 		def := transport.DefaultConfig()
-		def.Logger, def.SocketBuffer, def.LocalAddr = t.Logger, t.SocketBuffer, t.LocalAddr
+		def.Logger, def.SocketBuffer, def.LocalAddr, def.UserTimeout = t.Logger, t.SocketBuffer, t.LocalAddr, t.UserTimeout
 		t = def
 	}
 	if t.Logger == nil {
@@ -591,6 +674,12 @@ func (w *world) connect(ctx context.Context) error {
 	if len(addrs) > 1 {
 		w.router = transport.NewRailRouter(w.alloc)
 		tcfg.Alloc = w.router.Alloc
+		if tcfg.UserTimeout == 0 && w.cfg.FailAfter > 0 {
+			// A rail whose path goes silent must fail, and hand its
+			// traffic to the others, well before the peer is declared
+			// silent as a whole.
+			tcfg.UserTimeout = w.cfg.FailAfter * 2 / 5
+		}
 	}
 	for i, addr := range addrs {
 		l, err := netw.Listen(addr, tcfg)
@@ -1039,8 +1128,13 @@ func (w *world) mesh(ctx context.Context, netw transport.Network, cfg transport.
 				return fmt.Errorf("comm: init: rails to rank %d: %w", p, err)
 			}
 			w.links[p] = rs
+			if w.railSets == nil {
+				w.railSets = make([]*transport.RailSet, w.size)
+			}
+			w.railSets[p] = rs
 		}
 	}
+	w.applyRailCosts(w.model.Load())
 	return nil
 }
 

@@ -315,3 +315,35 @@ func TestResolveRails(t *testing.T) {
 	_, err = resolveRails([]string{"10.99.0.0/16"}, local)
 	require.ErrorContains(t, err, "no address in that network")
 }
+
+// TestRailsProbed: the probe measures each rail in turn; the model lists
+// both, its top-level costs sum them up under the policy, and every
+// RailSet plans with the measured costs.
+func TestRailsProbed(t *testing.T) {
+	dir := t.TempDir()
+	comms := startWorld(t, 3, "tcp", func(c *Config) {
+		c.Bootstrap.Rails = []string{"127.0.0.1", "127.0.0.2"}
+		c.Probe = netprobe.ModeFull
+		c.CacheDir = dir
+		c.ProbeConfig = netprobe.Config{MaxBytes: 256 << 10, MinTime: 5 * time.Millisecond, RepBudget: 20 * time.Millisecond}
+	})
+	m := comms[0].Model()
+	require.NotNil(t, m)
+	require.Len(t, m.Rails, 2)
+	for r, c := range comms {
+		require.Equal(t, m, c.Model(), "rank %d has another model", r)
+		for p, rs := range c.w.railSets {
+			if p == r {
+				continue
+			}
+			want := netprobe.RailCosts(m, r, p)
+			for i, st := range rs.Stats() {
+				require.Equal(t, want[i], st.Cost, "rank %d to %d, rail %d", r, p, i)
+			}
+			e := netprobe.EffectiveRails(m, r, p, transport.RailAuto)
+			require.Equal(t, e.Bandwidth, m.Bandwidth[r][p])
+			require.GreaterOrEqual(t, m.Bandwidth[r][p], 0.99*max(m.Rails[0].Bandwidth[r][p], m.Rails[1].Bandwidth[r][p]),
+				"the rails together are no faster than the better one")
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/transport"
 )
 
 // Port is how the probe exchanges messages with the other ranks. comm
@@ -165,7 +166,92 @@ type row struct {
 // trip of tiny messages. Rates may differ between the directions of a
 // link and are measured as such; a difference of one-way delays is not
 // observable without a common clock, so T_ij = T_ji = RTT/2.
+//
+// When p is a RailPort with several rails, every rail is probed in turn
+// (all traffic pinned to it) and the model lists each in Rails; its
+// top-level matrices are each pair's rails summed up under the rail
+// policy (see RailPort).
 func Probe(ctx context.Context, p Port, cfg Config) (*Result, error) {
+	if rp, ok := p.(RailPort); ok && rp.Rails() > 1 {
+		return probeRails(ctx, rp, cfg)
+	}
+	return probeOnce(ctx, p, cfg)
+}
+
+// RailPort is a Port whose ranks reach each other over several rails (one
+// per NIC or address).
+type RailPort interface {
+	Port
+	// Rails is the number of rails; the same on every rank.
+	Rails() int
+	// UseRail sends everything this rank sends on rail i from now on (a
+	// pair with fewer rails uses its last); i < 0 returns to the policy.
+	UseRail(i int)
+	// RailPolicy is the policy the rails are used under, for the
+	// top-level (effective) costs of the model.
+	RailPolicy() transport.RailPolicy
+}
+
+// RailRef is the message size at which a pair's rails are summed up as
+// one (T, B) line for the planners (transport.RailModel.Effective): bulk
+// transfers, exact at 0 and at this size.
+const RailRef = 1 << 20
+
+// probeRails probes every rail of a RailPort in turn.
+func probeRails(ctx context.Context, p RailPort, cfg Config) (*Result, error) {
+	defer p.UseRail(-1)
+	n := p.Size()
+	var res *Result
+	var rails []collective.Rail
+	var seconds float64
+	for i := 0; i < p.Rails(); i++ {
+		p.UseRail(i)
+		r, err := probeOnce(ctx, p, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("netprobe: rail %d: %w", i, err)
+		}
+		rails = append(rails, collective.Rail{Name: fmt.Sprintf("rail%d", i), Latency: r.Model.Latency, Bandwidth: r.Model.Bandwidth})
+		seconds += r.Seconds
+		if res == nil {
+			res = r // overheads and clock offsets from the first rail
+		} else {
+			res.Pairs = append(res.Pairs, r.Pairs...)
+			res.Reprobed = append(res.Reprobed, r.Reprobed...)
+		}
+	}
+	m := *res.Model
+	m.Latency, m.Bandwidth, m.PerByte = collective.Matrix(n, 0), collective.Matrix(n, 0), nil
+	m.Rails = rails
+	for a := 0; a < n; a++ {
+		for b := 0; b < n; b++ {
+			if a == b {
+				continue
+			}
+			e := EffectiveRails(&m, a, b, p.RailPolicy())
+			m.Latency[a][b], m.Bandwidth[a][b] = e.Latency, e.Bandwidth
+		}
+	}
+	res.Model, res.Seconds = &m, seconds
+	return res, nil
+}
+
+// RailCosts returns the costs of the rails from a to b in a model with
+// Rails (nil without).
+func RailCosts(m *collective.Model, a, b int) []transport.RailCost {
+	var c []transport.RailCost
+	for _, r := range m.Rails {
+		c = append(c, transport.RailCost{Latency: r.Latency[a][b], Bandwidth: r.Bandwidth[a][b]})
+	}
+	return c
+}
+
+// EffectiveRails sums up the rails from a to b under policy as one (T, B)
+// pair, exact at 0 and RailRef bytes.
+func EffectiveRails(m *collective.Model, a, b int, policy transport.RailPolicy) transport.RailCost {
+	return transport.RailModel{Costs: RailCosts(m, a, b), Policy: policy}.Effective(RailRef)
+}
+
+func probeOnce(ctx context.Context, p Port, cfg Config) (*Result, error) {
 	cfg = cfg.withDefaults()
 	n, me := p.Size(), p.Rank()
 	start := time.Now()

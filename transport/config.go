@@ -106,6 +106,15 @@ type Config struct {
 	// autotuning on for every peer.
 	SocketBuffer int
 
+	// UserTimeout, if positive, bounds how long data sent on a TCP or TLS
+	// link may stay unacknowledged before the link fails
+	// (TCP_USER_TIMEOUT, Linux only). A path that silently stops
+	// carrying packets (a NIC or cable gone) then fails within it instead
+	// of the kernel's many minutes of retransmissions, which a rail of a
+	// RailSet needs to hand its traffic to the others. 0 keeps the
+	// kernel's behaviour.
+	UserTimeout time.Duration
+
 	// QUIC tunes the QUIC transport.
 	QUIC QUICConfig
 }

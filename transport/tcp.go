@@ -37,6 +37,9 @@ func tuneTCP(c net.Conn, cfg *Config) {
 		_ = tc.SetReadBuffer(size)
 		_ = tc.SetWriteBuffer(size)
 	}
+	if cfg.UserTimeout > 0 {
+		setUserTimeout(tc, cfg.UserTimeout)
+	}
 }
 
 // identity returns cfg's identity, generating an ephemeral one if unset.

@@ -20,7 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hetcomm/hetcomm/comm"
 	"github.com/hetcomm/hetcomm/internal/launch"
+	hettransport "github.com/hetcomm/hetcomm/transport"
 )
 
 type multiFlag []string
@@ -42,6 +44,8 @@ func run(args []string) int {
 	coord := fs.String("coord", "", "coordinator host:port (default: a free port on rank 0's host)")
 	grace := fs.Duration("grace", 3*time.Second, "time ranks get between SIGTERM and SIGKILL")
 	noPrefix := fs.Bool("no-prefix", false, "do not prefix output lines with the rank")
+	rails := fs.String("rails", "", "comma-separated rails (NICs) every rank uses, as networks such as 10.1.0.0/16,10.2.0.0/16 (each rank takes its address in each) or addresses (HETCOMM_RAILS)")
+	railPolicy := fs.String("rail-policy", "", "how messages use several rails: auto (default), single, mux, agg or muxagg (HETCOMM_RAIL_POLICY)")
 	var env multiFlag
 	fs.Var(&env, "x", "`KEY=VALUE` to set in every rank's environment (repeatable)")
 	fs.Usage = func() {
@@ -56,6 +60,7 @@ Examples:
   hetrun -n 4 ./examples/alltoallv -seed 1
   hetrun -n 8 --transport quic --hosts a,b,c,d ./cmd/myprog
   hetrun -n 4 --hostfile hosts.txt --rsh ./agent.sh /shared/bin/myprog
+  hetrun -n 4 --hosts a,b,c,d --rails 10.1.0.0/16,10.2.0.0/16 ./cmd/myprog
 
 Flags:
 `)
@@ -78,6 +83,16 @@ Flags:
 	}
 	spec := launch.Spec{N: *n, Args: fs.Args()[1:], Rsh: *rsh, Transport: *transport, Timeout: *timeout,
 		Coord: *coord, Env: env, Grace: *grace, NoPrefix: *noPrefix}
+	if *rails != "" {
+		spec.Env = append(spec.Env, comm.EnvRails+"="+*rails)
+	}
+	if *railPolicy != "" {
+		if _, err := hettransport.ParseRailPolicy(*railPolicy); err != nil {
+			fmt.Fprintf(os.Stderr, "hetrun: --rail-policy %q: want auto, single, mux, agg or muxagg\n", *railPolicy)
+			return 2
+		}
+		spec.Env = append(spec.Env, comm.EnvRailPolicy+"="+*railPolicy)
+	}
 	for _, kv := range env {
 		if !strings.Contains(kv, "=") {
 			fmt.Fprintf(os.Stderr, "hetrun: -x %q: want KEY=VALUE\n", kv)

@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/internal/netlab"
+)
+
+// dualNICLab brings up the dual-NIC topology and returns it, the hosts'
+// fast-NIC addresses (where the ranks run) and the two rails as networks.
+func dualNICLab(t *testing.T) (*netlab.Lab, []string, string) {
+	lab := upLab(t, "dualnic4.json")
+	var hosts []string
+	for _, h := range lab.Hosts() {
+		a, err := lab.Addr(h, 1)
+		require.NoError(t, err)
+		hosts = append(hosts, a)
+	}
+	var rails []string
+	for nic := 0; nic < 2; nic++ {
+		a, err := lab.Addr(lab.Hosts()[0], nic)
+		require.NoError(t, err)
+		_, network, err := net.ParseCIDR(a + "/24")
+		require.NoError(t, err)
+		rails = append(rails, network.String())
+	}
+	return lab, hosts, strings.Join(rails, ",")
+}
+
+// TestRailsProbeNetlab: with both NICs as rails, the probe measures each
+// rail on its own, within 10% of its shaping, and sums them up.
+func TestRailsProbeNetlab(t *testing.T) {
+	needLab(t)
+	lab, hosts, rails := dualNICLab(t)
+	hetbench := filepath.Join(binaries(t), "hetbench")
+	var worst string
+	for attempt := 1; attempt <= 2; attempt++ {
+		model := filepath.Join(t.TempDir(), "model.json")
+		r := run(t, 3*time.Minute, []string{"HETCOMM_CACHE_DIR=" + t.TempDir()}, hetbench, "probe",
+			"-n", fmt.Sprint(len(hosts)), "--hosts", strings.Join(hosts, ","), "--rsh", lab.AgentPath(), "-rails", rails, "-out", model)
+		require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		var mf struct {
+			Bandwidth [][]float64 `json:"bandwidth"`
+			Rails     []struct {
+				Bandwidth [][]float64 `json:"bandwidth"`
+			} `json:"rails"`
+		}
+		b, err := os.ReadFile(model)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &mf))
+		require.Len(t, mf.Rails, 2)
+		worst = ""
+		topo := lab.Topology
+		for i := range hosts {
+			for j := range hosts {
+				if i == j {
+					continue
+				}
+				sum := 0.0
+				for nic, rail := range mf.Rails {
+					a, b := topo.Hosts[i].NICs[nic], topo.Hosts[j].NICs[nic]
+					want := min(a.RateOut, b.RateIn) * 1e6 / 8
+					sum += want
+					if got := rail.Bandwidth[i][j]; got < 0.9*want || got > 1.1*want {
+						worst += fmt.Sprintf(" rail %d %d->%d: probed %.3g B/s, shaped %.3g B/s;", nic, i, j, got, want)
+					}
+				}
+				if got := mf.Bandwidth[i][j]; got < 0.85*sum || got > 1.1*sum {
+					worst += fmt.Sprintf(" both rails %d->%d: %.3g B/s, the rails' sum %.3g B/s;", i, j, got, sum)
+				}
+			}
+		}
+		if worst == "" {
+			break
+		}
+		t.Logf("attempt %d: outside the bounds:%s", attempt, worst)
+	}
+	require.Empty(t, worst)
+}
+
+// TestRailFailureNetlab: one NIC of a dual-NIC host goes down in the
+// middle of a run of verified Alltoallv exchanges over both rails; its
+// traffic moves to the other rail and the run completes with every byte
+// verified.
+func TestRailFailureNetlab(t *testing.T) {
+	needLab(t)
+	lab, hosts, rails := dualNICLab(t)
+	bin := binaries(t)
+	ns, err := lab.Namespace(lab.Hosts()[1])
+	require.NoError(t, err)
+	dev := netlab.NICDevice(1)
+	down := time.AfterFunc(8*time.Second, func() {
+		if out, err := exec.Command("ip", "-n", ns, "link", "set", dev, "down").CombinedOutput(); err != nil {
+			t.Errorf("taking %s of %s down: %v %s", dev, ns, err, out)
+		}
+	})
+	defer down.Stop()
+	start := time.Now()
+	r := run(t, 5*time.Minute, []string{"HETCOMM_CACHE_DIR=" + t.TempDir()}, filepath.Join(bin, "hetrun"),
+		"-n", fmt.Sprint(len(hosts)), "--hosts", strings.Join(hosts, ","), "--rsh", lab.AgentPath(), "--rails", rails,
+		filepath.Join(bin, "alltoallv"), "-iters", "40", "-max", "4194304")
+	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	require.Contains(t, r.stdout, "alltoallv: OK")
+	require.Greater(t, time.Since(start), 9*time.Second, "the run ended before the NIC went down; the test proved nothing")
+	t.Logf("%s", strings.TrimSpace(r.stdout))
+}
