@@ -49,7 +49,9 @@ func TestDryRunAndBadTopology(t *testing.T) {
 	code, stdout, _ := runCLI("up", "--dry-run", "--name", "other", topo("twoclusters.json"))
 	require.Equal(t, 0, code)
 	require.Contains(t, stdout, "ip netns add nl-other_sw\n")
-	require.Contains(t, stdout, "tc -n nl-other_sw qdisc add dev bb0a root tbf rate 200000000bit")
+	// The backbone is shaped to its 200 Mbit/s with htb (pure ACKs first).
+	require.Contains(t, stdout, "tc -n nl-other_sw qdisc add dev bb0a root handle 1: htb default 20\n")
+	require.Contains(t, stdout, "tc -n nl-other_sw class add dev bb0a parent 1: classid 1:1 htb rate 200000000bit ceil 200000000bit")
 
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"name": "x", "bridges": []}`), 0o644))
