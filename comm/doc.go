@@ -18,7 +18,16 @@
 // including AnySource and AnyTag) are received in the order they were sent
 // — for Isend, the order of the Isend calls. Messages up to
 // Config.EagerLimit go at once; larger ones wait for the receiver's
-// matching receive and then land straight in its buffer.
+// matching receive and then land straight in its buffer. ProcNull, as
+// MPI_PROC_NULL, is a peer that sends and receives nothing at once.
+//
+// # Several NICs
+//
+// With several rails (HETCOMM_RAILS: one address or network per NIC) each
+// pair of ranks talks over a transport.RailSet, which multiplexes small
+// messages and splits large ones across the NICs (Config.RailPolicy); the
+// probe measures every rail and the planners see each pair's rails summed
+// up. A NIC that fails hands its traffic to the others. See docs/rails.md.
 //
 // # Collectives
 //
