@@ -37,6 +37,7 @@ func TestSimRedistributeQuick(t *testing.T) {
 		}
 	}
 	require.Contains(t, res.Summary, "never worse than GGP on average")
+	require.Contains(t, res.Summary, "on graphs of at least 80 edges")
 
 	// Same seed, same numbers, however the goroutines ran.
 	again, err := e.Run(SimConfig{Seed: 1, Quick: true})
