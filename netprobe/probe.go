@@ -128,7 +128,7 @@ type Result struct {
 // comparing clocks.
 type PairRecord struct {
 	Rank       int // who recorded it: A or B
-	A, B       int
+	A, B       int // A measured first (see Schedule)
 	Round      int
 	Start, End float64 // seconds on Rank's clock, from the start of the probe
 }
@@ -157,8 +157,9 @@ type row struct {
 // Probe measures every ordered pair of ranks and assembles the model at
 // rank 0, which broadcasts it: every rank returns the same Result. Pairs
 // are probed in the rounds of a round-robin tournament with a barrier
-// between rounds, so no rank takes part in two probes at once. It is
-// collective.
+// between rounds, so no rank takes part in two probes at once; within a
+// round, which end of each pair measures first balances the flows across
+// the likely cuts of the ranks (see Schedule). It is collective.
 //
 // For each direction i->j, rank i sends a sweep of sizes (see Config), each
 // answered by a one-byte acknowledgement, and fits the one-way times to
@@ -262,7 +263,7 @@ func probeOnce(ctx context.Context, p Port, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	base := time.Now()
-	for ri, round := range Tournament(n) {
+	for ri, round := range Schedule(n) {
 		for _, pr := range round {
 			if pr.A != me && pr.B != me {
 				continue
@@ -272,7 +273,7 @@ func probeOnce(ctx context.Context, p Port, cfg Config) (*Result, error) {
 				peer = pr.A
 			}
 			t0 := time.Since(base).Seconds()
-			// The lower rank measures first, then the higher one.
+			// A measures first, then B (see Schedule).
 			for _, sender := range []int{pr.A, pr.B} {
 				if sender == me {
 					f, ss, err := measure(ctx, p, peer, cfg, buf)
