@@ -28,6 +28,10 @@ type ModelFile struct {
 	Offsets []float64 `json:"offsets"`
 	Hosts   []string  `json:"hosts,omitempty"`
 	Seconds float64   `json:"probe_seconds"`
+	// Reprobes are the steps that measured the tournament's suspects
+	// again (netprobe.Result.Reprobes): the directions of a step at the
+	// same time.
+	Reprobes [][]netprobe.Pair `json:"reprobes,omitempty"`
 }
 
 // ProbeCommand implements `hetbench probe`.
@@ -128,7 +132,7 @@ func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "# probe of %d ranks: %.3f s (start-up included: %.3f s)\n", c.Size(), res.Seconds, time.Since(start).Seconds())
 	PrintModel(stdout, res)
 	if *out != "" {
-		mf := ModelFile{Ranks: c.Size(), Model: res.Model, Offsets: res.Offsets, Seconds: res.Seconds}
+		mf := ModelFile{Ranks: c.Size(), Model: res.Model, Offsets: res.Offsets, Seconds: res.Seconds, Reprobes: res.Reprobes}
 		for _, h := range hosts {
 			mf.Hosts = append(mf.Hosts, string(h))
 		}
@@ -174,6 +178,18 @@ func PrintModel(w io.Writer, res *netprobe.Result) {
 	}
 	matrix("latency, microseconds"+effective, m.Latency, 1e6, "%9.1f")
 	matrix("bandwidth, MB/s"+effective, m.Bandwidth, 1e-6, "%9.2f")
+	if len(res.Reprobes) > 0 {
+		fmt.Fprintf(w, "\n# measured again after the tournament (steps; directions of a step at the same time):")
+		for _, st := range res.Reprobes {
+			sep := " "
+			for _, d := range st {
+				fmt.Fprintf(w, "%s%d->%d", sep, d.A, d.B)
+				sep = ","
+			}
+			fmt.Fprint(w, " ;")
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "\n# overheads per rank: send = Sc + Sm*m, receive = Rc + Rm*m; clock offset to rank 0\n")
 	fmt.Fprintf(w, "%6s %12s %12s %12s %12s %12s\n", "rank", "Sc(us)", "Sm(ns/B)", "Rc(us)", "Rm(ns/B)", "offset(us)")
 	for i := 0; i < n; i++ {

@@ -135,6 +135,49 @@ func TestTournament(t *testing.T) {
 	}
 }
 
+func TestSchedule(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 24, 25, 26, 33, 64, 65} {
+		rounds, plain := Schedule(n), Tournament(n)
+		require.Len(t, rounds, len(plain), "n=%d", n)
+		for ri, round := range rounds {
+			// The tournament's pairs, some swapped.
+			require.Len(t, round, len(plain[ri]))
+			for k, p := range round {
+				require.Equal(t, plain[ri][k], Pair{min(p.A, p.B), max(p.A, p.B)}, "n=%d round %d", n, ri)
+			}
+			// Flows of the round's first half crossing the two halvings,
+			// by blocks and odd against even, each way: balanced as well as
+			// both can be (each alone can always be within 1; some rounds
+			// cannot balance both at once, e.g. n=4: {0,3} and {1,2}).
+			blocks, parity := 0, 0
+			for _, p := range round {
+				if (p.A < n/2) != (p.B < n/2) {
+					blocks += sign(p.A < n/2)
+				}
+				if p.A%2 != p.B%2 {
+					parity += sign(p.A%2 == 0)
+				}
+			}
+			require.LessOrEqual(t, abs(blocks)+abs(parity), 2, "n=%d round %d: %v", n, ri, round)
+			if n%8 == 0 {
+				require.Zero(t, abs(blocks)+abs(parity), "n=%d round %d: %v", n, ri, round)
+			}
+		}
+	}
+	// Two clusters of 4 behind a backbone, ranks by blocks: round 0 pairs
+	// every rank across it, so half the pairs measure each way first.
+	require.Equal(t, []Pair{{0, 7}, {6, 1}, {5, 2}, {3, 4}}, Schedule(8)[0])
+}
+
+func sign(b bool) int {
+	if b {
+		return 1
+	}
+	return -1
+}
+
+func abs(x int) int { return max(x, -x) }
+
 func TestSuspects(t *testing.T) {
 	// Two clusters of two (fast inside), probed with the cross links
 	// contended: 0->2 and 3->1 came out slow, 2->0 absurdly fast.
