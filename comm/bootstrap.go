@@ -32,6 +32,7 @@ const (
 	EnvModel      = "HETCOMM_MODEL"       // cost-model JSON file (optional)
 	EnvProbe      = "HETCOMM_PROBE"       // link probing at start-up: full, cached (default) or off
 	EnvEmulate    = "HETCOMM_EMULATE"     // a model JSON whose rates and latencies the links emulate (optional)
+	EnvRefresh    = "HETCOMM_REFRESH"     // Go duration: run the background model refresher at this interval (optional)
 )
 
 // Launcher names the launcher a Bootstrap was derived from.
@@ -87,6 +88,9 @@ type Bootstrap struct {
 	// one-way delay of row i, column j, so a heterogeneous network, with
 	// latencies, can be reproduced on one machine without root.
 	Emulate string
+	// Refresh is the background refresher's interval used when
+	// Config.Refresh is zero; 0 means off.
+	Refresh time.Duration
 	// Launcher says where the values came from.
 	Launcher Launcher
 }
@@ -276,6 +280,13 @@ func BootstrapFromEnv(getenv func(string) string) (*Bootstrap, error) {
 	b.Model = getenv(EnvModel)
 	b.Probe = strings.ToLower(strings.TrimSpace(getenv(EnvProbe)))
 	b.Emulate = getenv(EnvEmulate)
+	if v := getenv(EnvRefresh); v != "" {
+		d, derr := time.ParseDuration(v)
+		if derr != nil || d < 0 {
+			return nil, &BootstrapError{Var: EnvRefresh, Msg: fmt.Sprintf("%q is not a positive duration such as 30s", v)}
+		}
+		b.Refresh = d
+	}
 	if s := getenv(EnvSecret); s != "" {
 		b.Secret = []byte(s)
 	} else if f := getenv(EnvSecretFile); f != "" {
@@ -356,6 +367,9 @@ func (b *Bootstrap) Env() []string {
 	}
 	if b.Emulate != "" {
 		env = append(env, EnvEmulate+"="+b.Emulate)
+	}
+	if b.Refresh > 0 {
+		env = append(env, EnvRefresh+"="+b.Refresh.String())
 	}
 	return env
 }

@@ -52,6 +52,18 @@ type Config struct {
 	// Alltoallv and the model's beyond which the model is updated (the
 	// next plans use the observed rates). 0 means 0.3; negative disables.
 	Drift float64
+	// Refresh runs a background refresher (see refresh.go's comment):
+	// while the application leaves the network idle, every Refresh one
+	// rank measures one of its outgoing links again, its peers in turn,
+	// and rates that stay off the model by more than Drift are updated
+	// on every rank at the next world Alltoallv. 0 means
+	// Bootstrap.Refresh (HETCOMM_REFRESH), and then off; negative is off.
+	// It needs drift detection (Drift >= 0).
+	Refresh time.Duration
+	// RefreshShare bounds the share of its time a rank spends sending the
+	// refresher's bulk messages. 0 means DefaultRefreshShare (1%); at
+	// most 0.5.
+	RefreshShare float64
 
 	// Heartbeat is the interval of liveness probes on idle links. 0 means
 	// 1 s; negative disables heartbeats and silence detection.
@@ -122,6 +134,12 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.Heartbeat > 0 && c.FailAfter <= c.Heartbeat {
 		return c, fmt.Errorf("comm: config: FailAfter (%v) must exceed Heartbeat (%v)", c.FailAfter, c.Heartbeat)
+	}
+	if c.RefreshShare == 0 {
+		c.RefreshShare = DefaultRefreshShare
+	}
+	if !(c.RefreshShare > 0 && c.RefreshShare <= 0.5) {
+		return c, fmt.Errorf("comm: config: RefreshShare %v is not in (0, 0.5]", c.RefreshShare)
 	}
 	if c.Model != nil {
 		if err := c.Model.Validate(); err != nil {

@@ -129,6 +129,11 @@ type world struct {
 	lastSend  []atomic.Int64
 	busySince []atomic.Int64 // unix nanos when a payload from the peer started, 0 if none
 
+	// activity counts the messages sent and received other than the
+	// refresher's and heartbeats (refresh.go).
+	activity atomic.Int64
+	refresh  *refresher // nil unless Config.Refresh
+
 	epoch     time.Time // timeline clock origin
 	quit      chan struct{}
 	closeOnce sync.Once
@@ -213,6 +218,9 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 			return nil, fmt.Errorf("comm: init: %w", err)
 		}
 	}
+	if c.Refresh == 0 {
+		c.Refresh = boot.Refresh
+	}
 	w := newWorld(boot, c)
 	if c.Drift >= 0 {
 		w.drift = netprobe.NewDrift()
@@ -258,6 +266,7 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 				return nil, fmt.Errorf("comm: init: probing the links: %w", err)
 			}
 		}
+		w.startRefresh()
 	}
 	return w.newComm(worldCommID, identity(boot.Size), boot.Rank), nil
 }
@@ -1224,6 +1233,9 @@ func (w *world) readLoop(peer int, l transport.Link) {
 		w.busySince[peer].Store(0)
 		w.lastRecv[peer].Store(time.Now().UnixNano())
 		h := m.Header
+		if h.Type != transport.MsgHeartbeat && !isRefreshCtx(h.Comm) {
+			w.activity.Add(1)
+		}
 		switch h.Type {
 		case transport.MsgEager:
 			w.deliver(h.Comm, &inMsg{src: peer, tag: h.Tag, flags: h.Flags, data: m.Payload, useq: h.Seq})
@@ -1435,6 +1447,7 @@ func (w *world) heartbeatLoop() {
 // closes the links and stops every goroutine.
 func (w *world) close() error {
 	w.closeOnce.Do(func() {
+		w.stopRefresh()
 		if w.size > 1 && w.links != nil {
 			w.mu.Lock()
 			w.closing = true
@@ -1471,6 +1484,7 @@ func (w *world) close() error {
 // shutdown closes everything without ceremony and waits for the
 // goroutines.
 func (w *world) shutdown() {
+	w.stopRefresh()
 	select {
 	case <-w.quit:
 	default:
@@ -1689,6 +1703,9 @@ func (w *world) sendMsg(ctx context.Context, peer int, h transport.Header, paylo
 		return &RankError{Rank: peer, Err: &failure{msg: "send failed", cause: err}}
 	}
 	w.lastSend[peer].Store(time.Now().UnixNano())
+	if !isRefreshCtx(h.Comm) {
+		w.activity.Add(1)
+	}
 	return nil
 }
 

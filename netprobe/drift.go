@@ -5,9 +5,9 @@ import "math"
 // Drift watches the rates a rank observes on its incoming links during
 // collectives and proposes model updates when they drift from the model
 // (the total-exchange paper's section 6.3: adapt when the network changes).
-// It keeps, per source, an exponentially weighted average of observed
-// rates; once MinSamples observations agree that the rate is off the
-// model's by more than Threshold (relative), it proposes the average.
+// Once MinSamples observations in a row find a source's rate off the
+// model's by more than Threshold (relative), it proposes their
+// exponentially weighted average.
 // It is pure: the caller feeds it observations and applies proposals.
 type Drift struct {
 	// Threshold is the relative difference that counts as drift
@@ -50,16 +50,21 @@ func (d *Drift) Observe(src int, bytes int64, seconds, model float64) {
 	}
 	l := d.links[src]
 	if l == nil {
-		l = &driftLink{avg: rate}
+		l = &driftLink{}
 		d.links[src] = l
+	}
+	if math.Abs(rate/model-1) <= d.Threshold {
+		l.n = 0 // an observation that agrees with the model resets the count
+		return
+	}
+	// The average covers the current run of drifted observations only:
+	// the rate the link has now, not a blend with what it had before.
+	if l.n == 0 {
+		l.avg = rate
 	} else {
 		l.avg = d.Alpha*rate + (1-d.Alpha)*l.avg
 	}
-	if math.Abs(rate/model-1) > d.Threshold {
-		l.n++
-	} else {
-		l.n = 0 // an observation that agrees with the model resets the count
-	}
+	l.n++
 }
 
 // Proposals returns, per source whose rate drifted, the rate to put in the

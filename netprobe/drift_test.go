@@ -45,3 +45,24 @@ func TestDrift(t *testing.T) {
 	}
 	require.InEpsilon(t, 40e6, d.Proposals()[5], 1e-9)
 }
+
+// A link that ran at the model's rate and then slows down is proposed at
+// its new rate, not at a blend with the old one.
+func TestDriftProposesTheNewRate(t *testing.T) {
+	d := NewDrift()
+	const model = 6e6
+	for i := 0; i < 5; i++ {
+		d.Observe(1, 6e6, 1.0, model) // 6 MB/s: agrees
+	}
+	d.Observe(1, 2.5e6, 1.0, model)
+	d.Observe(1, 2.5e6, 1.0, model)
+	require.Empty(t, d.Proposals(), "two drifted observations are not enough")
+	d.Observe(1, 2.5e6, 1.0, model)
+	require.Equal(t, map[int]float64{1: 2.5e6}, d.Proposals())
+	// A run broken by an agreeing observation starts over.
+	d.Observe(2, 1e6, 1.0, model)
+	d.Observe(2, 1e6, 1.0, model)
+	d.Observe(2, 6e6, 1.0, model)
+	d.Observe(2, 3e6, 1.0, model)
+	require.Empty(t, d.Proposals())
+}

@@ -46,6 +46,7 @@ func run(args []string) int {
 	noPrefix := fs.Bool("no-prefix", false, "do not prefix output lines with the rank")
 	rails := fs.String("rails", "", "comma-separated rails (NICs) every rank uses, as networks such as 10.1.0.0/16,10.2.0.0/16 (each rank takes its address in each) or addresses (HETCOMM_RAILS)")
 	railPolicy := fs.String("rail-policy", "", "how messages use several rails: auto (default), single, mux, agg or muxagg (HETCOMM_RAIL_POLICY)")
+	refresh := fs.Duration("refresh", 0, "run the background model refresher at this interval, e.g. 10s: idle links are measured again, a bounded share of the time (HETCOMM_REFRESH)")
 	var env multiFlag
 	fs.Var(&env, "x", "`KEY=VALUE` to set in every rank's environment (repeatable)")
 	fs.Usage = func() {
@@ -92,6 +93,13 @@ Flags:
 			return 2
 		}
 		spec.Env = append(spec.Env, comm.EnvRailPolicy+"="+*railPolicy)
+	}
+	if *refresh < 0 {
+		fmt.Fprintf(os.Stderr, "hetrun: --refresh %v: want a positive interval\n", *refresh)
+		return 2
+	}
+	if *refresh > 0 {
+		spec.Env = append(spec.Env, comm.EnvRefresh+"="+refresh.String())
 	}
 	for _, kv := range env {
 		if !strings.Contains(kv, "=") {

@@ -258,6 +258,30 @@ func (l *Lab) Namespace(host string) (string, error) {
 	return HostNamespace(l.Prefix, l.Topology.Hosts[h].Name), nil
 }
 
+// SetRateOut re-shapes what a host sends on one of its NICs to mbit
+// Mbit/s (the rate tc applies: the topology's scale is not applied), as a
+// network whose links change under a running job. Only NICs with the plain
+// shaper (no per-destination classes) can be re-shaped.
+func (l *Lab) SetRateOut(ctx context.Context, host string, nic int, mbit float64) error {
+	h, err := l.host(host)
+	if err != nil {
+		return err
+	}
+	if nic < 0 || nic >= len(l.Topology.Hosts[h].NICs) {
+		return fmt.Errorf("netlab: host %s has no NIC %d", host, nic)
+	}
+	if !(mbit > 0) {
+		return fmt.Errorf("netlab: rate %v Mbit/s is not positive", mbit)
+	}
+	tc := []string{"tc", "-n", HostNamespace(l.Prefix, l.Topology.Hosts[h].Name)}
+	for _, c := range shaperClasses(tc, "change", NICDevice(nic), mbit) {
+		if _, err := run(ctx, l.cfg.Log, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // SwitchNamespace returns the namespace holding the lab's bridges.
 func (l *Lab) SwitchNamespace() string { return SwitchNamespace(l.Prefix) }
 

@@ -125,21 +125,30 @@ func shaper(tc []string, dev string, mbit float64, limit int) []Command {
 	var cmds []Command
 	add := func(args ...string) { cmds = append(cmds, Command{Args: append(append([]string{}, tc...), args...)}) }
 	add("qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
-	htbClass(add, dev, "1:", "1:1", mbit, mbit, "")
-	htbClass(add, dev, "1:1", "1:10", mbit/10, mbit, "0")
-	htbClass(add, dev, "1:1", "1:20", mbit*0.9, mbit, "1")
+	cmds = append(cmds, shaperClasses(tc, "add", dev, mbit)...)
 	add("qdisc", "add", "dev", dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", "1000")
 	add("qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "bfifo", "limit", strconv.Itoa(limit))
 	add(ackFilter(dev, "1:10")...)
 	return cmds
 }
 
-// htbClass adds an htb class with the burst and quantum suited to its
-// ceil, and a priority when prio is not empty.
-func htbClass(add func(...string), dev, parent, id string, rate, ceil float64, prio string) {
+// shaperClasses adds (verb "add") or re-rates (verb "change") the classes
+// of shaper's tree for mbit Mbit/s.
+func shaperClasses(tc []string, verb, dev string, mbit float64) []Command {
+	var cmds []Command
+	add := func(args ...string) { cmds = append(cmds, Command{Args: append(append([]string{}, tc...), args...)}) }
+	htbClass(add, verb, dev, "1:", "1:1", mbit, mbit, "")
+	htbClass(add, verb, dev, "1:1", "1:10", mbit/10, mbit, "0")
+	htbClass(add, verb, dev, "1:1", "1:20", mbit*0.9, mbit, "1")
+	return cmds
+}
+
+// htbClass adds or changes (verb) an htb class with the burst and quantum
+// suited to its ceil, and a priority when prio is not empty.
+func htbClass(add func(...string), verb, dev, parent, id string, rate, ceil float64, prio string) {
 	b := strconv.Itoa(burstBytes(ceil))
 	quantum := strconv.Itoa(min(200000, max(1514, int(ceil*1e6/8/1000))))
-	args := []string{"class", "add", "dev", dev, "parent", parent, "classid", id, "htb",
+	args := []string{"class", verb, "dev", dev, "parent", parent, "classid", id, "htb",
 		"rate", bits(rate), "ceil", bits(ceil), "burst", b, "cburst", b, "quantum", quantum}
 	if prio != "" {
 		args = append(args, "prio", prio)
@@ -289,14 +298,14 @@ func (r *resolved) htbCommands(tc []string, dev string, out float64, classes []p
 	share := min(1, out/sum)
 	var cmds []Command
 	add := func(args ...string) { cmds = append(cmds, Command{Args: append(append([]string{}, tc...), args...)}) }
-	class := func(parent, id string, rate, ceil float64) { htbClass(add, dev, parent, id, rate, ceil, "1") }
+	class := func(parent, id string, rate, ceil float64) { htbClass(add, "add", dev, parent, id, rate, ceil, "1") }
 	limit := strconv.Itoa(r.queues.NICBytes)
 	add("qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "2")
-	htbClass(add, dev, "1:", "1:1", out, out, "")
+	htbClass(add, "add", dev, "1:", "1:1", out, out, "")
 	class("1:1", "1:2", out*share, out)
 	add("qdisc", "add", "dev", dev, "parent", "1:2", "handle", "2:", "bfifo", "limit", limit)
 	// Acknowledgements first, as in shaper.
-	htbClass(add, dev, "1:1", "1:3", out*share/10, out, "0")
+	htbClass(add, "add", dev, "1:1", "1:3", out*share/10, out, "0")
 	add("qdisc", "add", "dev", dev, "parent", "1:3", "handle", "3:", "pfifo", "limit", "1000")
 	add(ackFilter(dev, "1:3")...)
 	for _, c := range classes {

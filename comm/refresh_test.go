@@ -1,0 +1,187 @@
+package comm
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/netprobe"
+	"github.com/hetcomm/hetcomm/transport"
+)
+
+// startShaped starts n ranks on netw with the given model (probing off).
+func startShaped(t *testing.T, netw *transport.MemNetwork, model *collective.Model, tweak func(*Config)) []*Comm {
+	t.Helper()
+	n := model.Size()
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			cfg := &Config{
+				Bootstrap: &Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte(testSecret), Job: t.Name(), Transport: "mem", Timeout: 20 * time.Second},
+				Network:   netw,
+				Model:     model,
+				Probe:     netprobe.ModeOff,
+			}
+			if tweak != nil {
+				tweak(cfg)
+			}
+			comms[r], errs[r] = Init(context.Background(), cfg)
+		}(r)
+	}
+	wg.Wait()
+	t.Cleanup(func() { closeAll(comms) })
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	return comms
+}
+
+// smallAlltoallv runs one world Alltoallv of a few bytes per pair: it
+// spreads the drift proposals.
+func smallAlltoallv(t *testing.T, comms []*Comm) {
+	t.Helper()
+	onAll(t, comms, func(c *Comm) error {
+		send := make([][]byte, c.Size())
+		for j := range send {
+			send[j] = []byte{byte(c.Rank()), byte(j)}
+		}
+		out, err := c.Alltoallv(context.Background(), send)
+		if err != nil {
+			return err
+		}
+		for i, b := range out {
+			if len(b) != 2 || b[0] != byte(i) || b[1] != byte(c.Rank()) {
+				t.Errorf("rank %d got %v from %d", c.Rank(), b, i)
+			}
+		}
+		return nil
+	})
+}
+
+// The model says every link runs at 20 MB/s; the link 1->0 really runs at
+// 5 MB/s. The application only idles (and now and then runs a tiny
+// Alltoallv, which moves no bulk data and so observes no rate): the
+// refresher alone finds the slow link, and every rank's model learns it.
+func TestRefreshLearnsASlowLink(t *testing.T) {
+	const n = 3
+	netw := transport.NewMemNetwork(3)
+	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6}))
+	require.NoError(t, netw.SetShape(1, 0, transport.ShapeConfig{Rate: 5e6}))
+	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 20e6), func(c *Config) {
+		c.Refresh = 20 * time.Millisecond
+		c.RefreshShare = 0.5
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for comms[0].Model().Bandwidth[1][0] > 10e6 {
+		if !time.Now().Before(deadline) {
+			for _, c := range comms {
+				rf := c.w.refresh
+				t.Logf("rank %d: measured %d, discarded %d, observed %d", c.Rank(), rf.measured.Load(), rf.discarded.Load(), rf.observed.Load())
+			}
+			t.Fatalf("the refresher never updated the slow link: model %v", comms[0].Model().Bandwidth)
+		}
+		time.Sleep(300 * time.Millisecond)
+		smallAlltoallv(t, comms)
+	}
+	m0 := comms[0].Model()
+	for r, c := range comms {
+		require.Equal(t, m0, c.Model(), "rank %d has another model", r)
+	}
+	require.InEpsilon(t, 5e6, m0.Bandwidth[1][0], 0.3, "the slow link was learned")
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j && !(i == 1 && j == 0) {
+				require.Greater(t, m0.Bandwidth[i][j], 1.5*m0.Bandwidth[1][0], "link %d->%d", i, j)
+			}
+		}
+	}
+	require.Positive(t, comms[1].w.refresh.measured.Load())
+	require.Positive(t, comms[0].w.refresh.observed.Load())
+}
+
+// While the application communicates without pause, the refresher measures
+// nothing (its ticks find traffic), so it neither slows the application
+// nor feeds the drift detector rates of shared links.
+func TestRefreshStaysOutOfBusyTraffic(t *testing.T) {
+	const n = 3
+	netw := transport.NewMemNetwork(3)
+	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 50e6}))
+	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 50e6), func(c *Config) {
+		c.Refresh = 10 * time.Millisecond
+		c.RefreshShare = 0.5
+	})
+	stop := time.Now().Add(time.Second)
+	for time.Now().Before(stop) {
+		onAll(t, comms, func(c *Comm) error {
+			send := make([][]byte, n)
+			for j := range send {
+				send[j] = make([]byte, 64<<10)
+			}
+			_, err := c.AlltoallvWith(context.Background(), send, AlltoallvOptions{Algorithm: Naive})
+			return err
+		})
+	}
+	for r, c := range comms {
+		require.Zero(t, c.w.refresh.measured.Load(), "rank %d measured during the application's traffic", r)
+		require.Zero(t, c.w.refresh.observed.Load(), "rank %d observed a refresh during the application's traffic", r)
+	}
+}
+
+// The refresher's bulk messages take at most RefreshShare of a rank's
+// time (plus the measurement in progress), and it really runs.
+func TestRefreshShareIsBounded(t *testing.T) {
+	const n, share = 2, 0.1
+	netw := transport.NewMemNetwork(3)
+	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6}))
+	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 20e6), func(c *Config) {
+		c.Refresh = time.Millisecond
+		c.RefreshShare = share
+	})
+	start := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	for r, c := range comms {
+		rf := c.w.refresh
+		elapsed := time.Since(start)
+		busy := time.Duration(rf.busy.Load() - rf.last.Load())
+		require.LessOrEqual(t, busy, time.Duration(share*float64(elapsed)), "rank %d sent refresh bulk for %v of %v", r, time.Duration(rf.busy.Load()), elapsed)
+		require.Positive(t, rf.measured.Load()+rf.discarded.Load(), "rank %d never measured", r)
+	}
+	// Closing while measurements run is clean and quick.
+	t0 := time.Now()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func(r int, c *Comm) { defer wg.Done(); errs[r] = c.Close() }(r, c)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		require.NoError(t, err, "rank %d", r)
+	}
+	require.Less(t, time.Since(t0), 5*time.Second)
+}
+
+func TestRefreshConfig(t *testing.T) {
+	_, err := Config{RefreshShare: 0.9}.normalize()
+	require.ErrorContains(t, err, "RefreshShare")
+	b, err := BootstrapFromEnv(func(k string) string {
+		return map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "s", EnvRefresh: "10s"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, b.Refresh)
+	require.Contains(t, b.Env(), EnvRefresh+"=10s")
+	_, err = BootstrapFromEnv(func(k string) string {
+		return map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "s", EnvRefresh: "often"}[k]
+	})
+	var be *BootstrapError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, EnvRefresh, be.Var)
+}

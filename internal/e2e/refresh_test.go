@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRefreshNetlab: the network changes under a running job. Four ranks
+// on the dual-NIC topology's 50 Mbit/s NICs probe their links at start-up
+// and then idle with the background refresher on; after a while host 1's
+// NIC is re-shaped to send at 20 Mbit/s. The refresher measures the idle
+// links again, and every rank's model learns host 1's new rate (within
+// the drift threshold's 30%), leaving the other links alone.
+func TestRefreshNetlab(t *testing.T) {
+	needLab(t)
+	lab := upLab(t, "dualnic4.json")
+	var hosts []string
+	for _, h := range lab.Hosts() {
+		a, err := lab.Addr(h, 0)
+		require.NoError(t, err)
+		hosts = append(hosts, a)
+	}
+	const slowed = 20.0 // Mbit/s
+	// The probe of four ranks takes about 2 s; the re-shaping waits
+	// well beyond it.
+	reshape := time.AfterFunc(12*time.Second, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := lab.SetRateOut(ctx, lab.Hosts()[1], 0, slowed); err != nil {
+			t.Errorf("re-shaping host 1: %v", err)
+		}
+	})
+	defer reshape.Stop()
+	bin := binaries(t)
+	start := time.Now()
+	r := run(t, 4*time.Minute, []string{"HETCOMM_CACHE_DIR=" + t.TempDir()}, filepath.Join(bin, "hetrun"),
+		"-n", fmt.Sprint(len(hosts)), "--hosts", strings.Join(hosts, ","), "--rsh", lab.AgentPath(), "--refresh", "100ms", "--no-prefix",
+		filepath.Join(bin, "refreshwatch"), "-src", "1", "-for", "2m")
+	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	require.Greater(t, time.Since(start), 12*time.Second, "the job ended before the network changed")
+	var out struct {
+		Seconds        float64
+		Initial, Final [][]float64
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &out), "stdout:\n%s", r.stdout)
+	t.Logf("learned in %.1f s after start-up:\ninitial %v\nfinal   %v", out.Seconds, out.Initial, out.Final)
+	topo := lab.Topology
+	for i := range hosts {
+		for j := range hosts {
+			if i == j {
+				continue
+			}
+			a, b := topo.Hosts[i].NICs[0], topo.Hosts[j].NICs[0]
+			want := min(a.RateOut, b.RateIn) * 1e6 / 8
+			if i == 1 {
+				want = min(slowed, b.RateIn) * 1e6 / 8
+			}
+			got := out.Final[i][j]
+			require.InEpsilon(t, want, got, 0.3, "link %d->%d: model %.3g B/s, shaped %.3g B/s", i, j, got, want)
+		}
+	}
+}
