@@ -131,9 +131,10 @@ On netlab (as root):
 Without root, over loopback with emulated rates and delays:
   hetbench synthetic -n 500
 
-Note: Go's timers sleep at least about 1 ms when the process is idle, so
-an emulated delay (or, in loopback, the pacing of a message) shorter than
-that costs about 1 ms.
+Note: Go's timers sleep at least about 1 ms when the process is idle. An
+emulated delay (-fast-delay) spins through its last millisecond, so it is
+precise to a few microseconds; in loopback mode, the pacing of a message
+shorter than 1 ms still costs about 1 ms.
 
 Flags:
 `)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -141,6 +142,32 @@ func sleepUntil(ctx context.Context, t time.Time, quit <-chan struct{}) error {
 	}
 }
 
+// spinWindow is how much of an emulated delay is spun rather than slept:
+// when a process is idle, Go's timers fire at least about a millisecond
+// late (the netpoller waits in whole milliseconds), which would turn an
+// emulated 100 us delay into 1.1 ms.
+const spinWindow = time.Millisecond
+
+// spinUntil is sleepUntil, precise to a few microseconds: it sleeps until
+// spinWindow before t, then yields in a loop until t. It costs a CPU for
+// up to spinWindow per call.
+func spinUntil(ctx context.Context, t time.Time, quit <-chan struct{}) error {
+	if err := sleepUntil(ctx, t.Add(-spinWindow), quit); err != nil {
+		return err
+	}
+	for time.Now().Before(t) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-quit:
+			return ErrClosed
+		default:
+		}
+		runtime.Gosched()
+	}
+	return nil
+}
+
 // Shape wraps a link so that what it sends is paced at s.Rate, arrives
 // s.Delay later and suffers s.Loss (repaired, see ShapeConfig). Send
 // returns once the message has left the emulated link (after its
@@ -259,7 +286,11 @@ func (l *shapedLink) run() {
 		}
 		it := l.q[0]
 		l.mu.Unlock()
-		if sleepUntil(l.ctx, it.at, l.c.quit) != nil {
+		wait := sleepUntil
+		if l.pacer.s.Delay > 0 {
+			wait = spinUntil // latency is what an emulated delay is for
+		}
+		if wait(l.ctx, it.at, l.c.quit) != nil {
 			return
 		}
 		err := l.Link.Send(l.ctx, it.h, it.p)
