@@ -4,12 +4,10 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/collective"
-	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
@@ -21,27 +19,7 @@ func TestDriftUpdatesTheModel(t *testing.T) {
 	netw := transport.NewMemNetwork(3)
 	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6}))
 	require.NoError(t, netw.SetShape(1, 0, transport.ShapeConfig{Rate: 5e6}))
-	model := collective.NewUniformModel(n, 1e-4, 20e6)
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			comms[r], errs[r] = Init(context.Background(), &Config{
-				Bootstrap: &Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte(testSecret), Job: t.Name(), Transport: "mem", Timeout: 20 * time.Second},
-				Network:   netw,
-				Model:     model,
-				Probe:     netprobe.ModeOff,
-			})
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
-	t.Cleanup(func() { closeAll(comms) })
+	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 20e6), nil)
 	ctx := context.Background()
 	for it := 0; it < 6; it++ {
 		onAll(t, comms, func(c *Comm) error {
