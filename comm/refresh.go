@@ -234,12 +234,13 @@ func (r *refresher) measure(ctx context.Context, peer int) (time.Duration, bool)
 
 // claim makes this rank take part in one refresh session: its own
 // measurement (src < 0) or src's. A rank takes part in one session at a
-// time, so a measurement sees no other refresher's traffic at either end.
+// time, so a measurement sees no other refresher's traffic at either end,
+// and in none while it probes (start-up or Reprobe).
 // A session whose measuring rank vanished is given up after a while.
 func (r *refresher) claim(src int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.session != noSession && time.Since(r.since) < refreshStale {
+	if r.w.probing.Load() || (r.session != noSession && time.Since(r.since) < refreshStale) {
 		return false
 	}
 	r.session, r.since = src, time.Now()

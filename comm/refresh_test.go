@@ -185,3 +185,29 @@ func TestRefreshConfig(t *testing.T) {
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, EnvRefresh, be.Var)
 }
+
+// Reprobe while the refresher runs (it stands aside while a probe runs,
+// and its ticks find the probe's traffic): the probe measures the links
+// as they are, the same on every rank.
+func TestRefreshDuringReprobe(t *testing.T) {
+	const n = 3
+	netw := transport.NewMemNetwork(3)
+	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6}))
+	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 5e6), func(c *Config) {
+		c.Refresh = 2 * time.Millisecond
+		c.RefreshShare = 0.5
+	})
+	time.Sleep(100 * time.Millisecond) // refreshes are under way
+	onAll(t, comms, func(c *Comm) error { return c.Reprobe(context.Background()) })
+	m := comms[0].Model()
+	for r, c := range comms {
+		require.Equal(t, m, c.Model(), "rank %d has another model", r)
+	}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j {
+				require.InEpsilon(t, 20e6, m.Bandwidth[i][j], 0.15, "link %d->%d", i, j)
+			}
+		}
+	}
+}

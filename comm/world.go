@@ -132,7 +132,8 @@ type world struct {
 	// activity counts the messages sent and received other than the
 	// refresher's and heartbeats (refresh.go).
 	activity atomic.Int64
-	refresh  *refresher // nil unless Config.Refresh
+	probing  atomic.Bool // a probe (start-up or Reprobe) runs
+	refresh  *refresher  // nil unless Config.Refresh
 
 	epoch     time.Time // timeline clock origin
 	quit      chan struct{}
@@ -310,6 +311,9 @@ const probeCommID = 0
 // probe runs the netprobe directory (cached or full) and installs its
 // model and clock offsets.
 func (w *world) probe(ctx context.Context, mode netprobe.Mode) error {
+	// The refresher keeps out of the probe's way (refresh.go).
+	w.probing.Store(true)
+	defer w.probing.Store(false)
 	pc := w.newComm(probeCommID, identity(w.size), w.rank)
 	defer pc.Close()
 	dir := w.cfg.CacheDir
