@@ -82,23 +82,28 @@ func (in *exchangeInstance) matchings(maximise bool) (send, recv [][]int, err er
 	return send, recv, nil
 }
 
-// greedy is the paper's greedy technique. Each rank's messages are ranked
-// by decreasing time; equal times go by the smallest cyclic distance
-// (j - i) mod P, the caterpillar's order, so that on a homogeneous system
-// the steps are the caterpillar's contention-free ones. Steps are
-// composed by traversing the ranks in the step's order; each rank picks
-// the first destination in its list that it has not sent to yet and that
-// no earlier rank picked in this step, or idles if there is none.
+// greedy is the paper's greedy technique (section 4.4). Each rank's
+// messages are ranked by decreasing time; equal times go by the smallest
+// cyclic distance (j - i) mod P, the caterpillar's order, so that on a
+// homogeneous system the steps are the caterpillar's contention-free ones.
+// Steps are composed by traversing the ranks; each rank picks the first
+// destination in its list that it has not sent to yet and that no earlier
+// rank picked in this step, or idles in this step if there is none.
 //
-// The traversal order (the paper fixes only who goes first):
-//   - the first step visits ranks 0, 1, ..., P-1;
-//   - if some ranks idled in a step, the next step visits the idle ranks
-//     first (in the order they were visited), then the others (in the
-//     order they were visited);
-//   - if none idled, the next order is this one rotated by one, so the
-//     last rank of the step is the first of the next;
-//   - a rank that has sent everything leaves the traversal; it does not
-//     count as idle.
+// The traversal is the cyclic rank order r, r+1, ..., r-1 (mod P) from a
+// first rank r; the paper's fairness rule fixes only r, and the rest of
+// the order stays cyclic:
+//   - the first step starts at rank 0;
+//   - if some ranks idled in a step, the next step starts at the first of
+//     them in the traversal ("a processor which was idle in any step will
+//     be the first to pick the destination processor in the next step";
+//     the text names one processor, so with several idle ranks the others
+//     keep their cyclic places);
+//   - if none idled, the next step starts at the last rank that picked a
+//     destination in this one ("the last processor in any step will be the
+//     first in the next step");
+//   - a rank that has sent everything is skipped; it neither idles nor
+//     picks.
 //
 // Every step places at least one message (the first rank with messages
 // left finds every destination free), so there are at most as many steps
@@ -119,25 +124,27 @@ func (in *exchangeInstance) greedy() (send, recv [][]int) {
 			return ca > cb || (ca == cb && (li[a]-i+n)%n < (li[b]-i+n)%n)
 		})
 	}
-	order := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		if len(lists[i]) > 0 {
-			order = append(order, i)
-		}
-	}
 	taken := make([]int, n) // taken[j] == step+1: j already receives in this step
-	picked := make([]int, 0, n)
-	idle := make([]int, 0, n)
-	for step := 0; len(order) > 0; step++ {
-		picked, idle = picked[:0], idle[:0]
-		for _, i := range order {
+	first := 0
+	for step, left := 0, in.events; left > 0; step++ {
+		firstIdle, lastPick := -1, -1
+		for d := 0; d < n; d++ {
+			i := first + d
+			if i >= n {
+				i -= n
+			}
 			l := lists[i]
+			if len(l) == 0 {
+				continue
+			}
 			k := 0
 			for k < len(l) && taken[l[k]] == step+1 {
 				k++
 			}
 			if k == len(l) {
-				idle = append(idle, i)
+				if firstIdle < 0 {
+					firstIdle = i
+				}
 				continue
 			}
 			j := l[k]
@@ -145,19 +152,13 @@ func (in *exchangeInstance) greedy() (send, recv [][]int) {
 			send[i] = append(send[i], j)
 			recv[j] = append(recv[j], i)
 			lists[i] = append(l[:k], l[k+1:]...)
-			picked = append(picked, i)
+			lastPick = i
+			left--
 		}
-		next := make([]int, 0, len(order))
-		if len(idle) > 0 {
-			next = append(append(next, idle...), picked...)
+		if firstIdle >= 0 {
+			first = firstIdle
 		} else {
-			next = append(append(next, order[len(order)-1]), order[:len(order)-1]...)
-		}
-		order = next[:0]
-		for _, i := range next {
-			if len(lists[i]) > 0 {
-				order = append(order, i)
-			}
+			first = lastPick
 		}
 	}
 	return send, recv

@@ -366,6 +366,54 @@ func TestExchangeHandTraced(t *testing.T) {
 	}
 }
 
+func TestExchangeGreedyFairness(t *testing.T) {
+	// The fairness rule of section 4.4 fixes the first rank of the next
+	// step; the traversal stays cyclic from there. Traced by hand (rank 3
+	// sends nothing; lists by decreasing time: 0: 3 (6), 1 (2); 1: 3 (7);
+	// 2: 0 (4), 3 (3), 1 (2)):
+	//   step 1, from 0: 0->3, 1 idles (3 taken), 2->0;
+	//   step 2, from 1 (idle): 1->3, 2->1 (3 taken), 0 idles (1 taken);
+	//   step 3, from 0 (idle): 0->1, 2->3.
+	// Times: 0->3 [0,6], 2->0 [0,4], 1->3 [6,13], 2->1 [4,6], 0->1 [6,8],
+	// 2->3 [13,16]: 16 = t_lb (receiver 3: 6 + 7 + 3), optimal.
+	// Moving every idle rank to the front and keeping the others in the
+	// order of the previous step (an earlier reading) visits 1, 0, 2 in
+	// step 2: 0 takes 1 before 2 can, 2 idles, and 2->3, 2->1 go last,
+	// finishing at 18.
+	cost := [][]float64{
+		{0, 2, 0, 6},
+		{0, 0, 0, 7},
+		{4, 2, 0, 3},
+		{0, 0, 0, 0},
+	}
+	m, x := exCostModel(cost)
+	p, err := PlanExchange(m, x, Greedy, Options{})
+	require.NoError(t, err)
+	require.Equal(t, 16.0, p.LowerBound)
+	require.Equal(t, 16.0, p.Predicted)
+	wantSend := [][]int{{3, 1}, {3}, {0, 1, 3}, nil}
+	wantRecv := [][]int{{2}, {2, 0}, nil, {0, 1, 2}}
+	for r := 0; r < 4; r++ {
+		var snd, rcv []int
+		for _, k := range p.SendOrder(r) {
+			snd = append(snd, p.Transfers[k].Dst)
+		}
+		for _, k := range p.RecvOrder(r) {
+			rcv = append(rcv, p.Transfers[k].Src)
+		}
+		require.Equal(t, wantSend[r], snd, "send order of %d", r)
+		require.Equal(t, wantRecv[r], rcv, "receive order of %d", r)
+	}
+	wantTimes := map[[2]int][2]float64{
+		{0, 3}: {0, 6}, {2, 0}: {0, 4}, {1, 3}: {6, 13}, {2, 1}: {4, 6},
+		{0, 1}: {6, 8}, {2, 3}: {13, 16},
+	}
+	require.Len(t, p.Transfers, len(wantTimes))
+	for _, tr := range p.Transfers {
+		require.Equal(t, wantTimes[[2]int{tr.Src, tr.Dst}], [2]float64{tr.Start, tr.End}, "%d->%d", tr.Src, tr.Dst)
+	}
+}
+
 func TestExchangeSmallKnown(t *testing.T) {
 	// Two ranks: both messages at once.
 	m, x := exCostModel([][]float64{{0, 4}, {2, 0}})
