@@ -222,6 +222,8 @@ type memLink struct {
 	local  net.Addr
 	remote net.Addr
 	c      closer
+
+	stopped bool // stopRecv was called and not yet consumed; guarded by end.in.mu
 }
 
 var _ Link = (*memLink)(nil)
@@ -302,6 +304,26 @@ func (l *memLink) Send(ctx context.Context, h Header, payload []byte) error {
 }
 
 func (l *memLink) Recv(ctx context.Context) (Message, error) {
+	return l.recv(ctx, false)
+}
+
+// recvStoppable implements stoppableLink.
+func (l *memLink) recvStoppable() (Message, error) {
+	return l.recv(context.Background(), true)
+}
+
+// stopRecv implements stoppableLink.
+func (l *memLink) stopRecv() {
+	p := l.end.in
+	p.mu.Lock()
+	if !l.stopped {
+		l.stopped = true
+		p.changed()
+	}
+	p.mu.Unlock()
+}
+
+func (l *memLink) recv(ctx context.Context, stoppable bool) (Message, error) {
 	p := l.end.in
 	p.mu.Lock()
 	for {
@@ -327,6 +349,14 @@ func (l *memLink) Recv(ctx context.Context) (Message, error) {
 		} else if p.senderClosed {
 			p.mu.Unlock()
 			return Message{}, l.opErr("recv", ErrPeerClosed)
+		}
+		if stoppable && l.stopped {
+			l.stopped = false
+			p.mu.Unlock()
+			if timer != nil {
+				timer.Stop()
+			}
+			return Message{}, errRecvStopped
 		}
 		ch := p.notify
 		p.mu.Unlock()

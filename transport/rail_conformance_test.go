@@ -228,6 +228,15 @@ func tcpRail(t testing.TB, _ int) Network {
 	return n
 }
 
+// kindRail makes rails of transport k (on the loopback).
+func kindRail(k Kind) func(t testing.TB, i int) Network {
+	return func(t testing.TB, _ int) Network {
+		n, err := NetworkFor(k)
+		require.NoError(t, err)
+		return n
+	}
+}
+
 func memAddrOf(r int) string { return fmt.Sprintf("rank-%d", r) }
 func tcpAddrOf(int) string   { return "127.0.0.1:0" }
 
@@ -241,6 +250,11 @@ func railFactories() []netFactory {
 		fs = append(fs, railFactory("mem/"+p.String(), model, memRail, memAddrOf))
 	}
 	fs = append(fs, railFactory("tcp/auto", RailModel{Costs: twoRailCosts, MinChunk: 16 << 10}, tcpRail, tcpAddrOf))
+	// The other socket transports: TLS and reliable UDP rails are lent to
+	// the Recv callers (stoppableLink), QUIC rails are not.
+	for _, k := range []Kind{KindTLS, KindUDP, KindQUIC} {
+		fs = append(fs, railFactory(k.String()+"/mux", RailModel{Costs: twoRailCosts, Policy: RailMux}, kindRail(k), tcpAddrOf))
+	}
 	fs = append(fs, railFactory("mem-shaped/agg", RailModel{Costs: twoRailCosts, Policy: RailAgg, MinChunk: 4 << 10},
 		func(t testing.TB, i int) Network {
 			n := NewMemNetwork(uint64(5 + i))
@@ -255,7 +269,8 @@ func railFactories() []netFactory {
 }
 
 // TestRailConformance runs the transport conformance suite over RailSets
-// of two rails, under every policy, over mem and tcp.
+// of two rails, under every policy, over mem and tcp, and under mux over
+// tls, udp and quic.
 func TestRailConformance(t *testing.T) {
 	for _, f := range railFactories() {
 		t.Run(f.name, func(t *testing.T) { runConformance(t, f) })

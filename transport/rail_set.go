@@ -33,13 +33,33 @@ const (
 	railMaxReorder = 1 << 20 // how far ahead of the next complete message a receiver accepts
 	railOverhead   = 2*HeaderSize + railHeadSize
 	railByeTimeout = 100 * time.Millisecond
+	railLendMisses = 4 // hand-offs by another rail after which it is lent instead
 )
 
 var (
 	errRailDown       = errors.New("transport: rail is down")
 	errRailBye        = errors.New("transport: peer closed the rail set")
 	errRailSuperseded = errors.New("transport: peer re-sent this rail's parts on another rail")
+	errRecvStopped    = errors.New("transport: receive stopped")
 )
+
+// stoppableLink is a link whose wait for the next frame can be abandoned
+// without losing framing (the stream links: TCP, TLS and reliable UDP;
+// mem links). A RailSet lends such a rail to its Recv callers, which then
+// read it themselves (see readLent).
+type stoppableLink interface {
+	// recvStoppable is Recv(context.Background()), except that stopRecv,
+	// called by another goroutine while it waits for a frame to begin,
+	// makes it return errRecvStopped having consumed nothing. Once a
+	// frame has begun, it is read whole. A stopRecv that finds no
+	// recvStoppable waiting is kept: a later recvStoppable that has no
+	// frame begun returns errRecvStopped at once, so callers must take
+	// errRecvStopped for a spurious wake-up.
+	recvStoppable() (Message, error)
+	// stopRecv does not block: a RailSet calls it with its mu held (it
+	// takes the link's own locks only).
+	stopRecv()
+}
 
 // RailConfig configures a RailSet. Only Costs (in the embedded RailModel)
 // is required; every other zero value is documented.
@@ -141,10 +161,14 @@ type RailSet struct {
 	maxMsg int64
 
 	c     closer
-	wg    sync.WaitGroup // sendLoop and readLoop of every rail, ackLoop
-	ackCh chan struct{}  // wakes ackLoop
-	// ackTimer wakes ackLoop when a delayed acknowledgement may be due.
-	ackTimer *time.Timer
+	ackCh chan struct{} // wakes ackLoop
+	// wg counts sendLoop and readLoop of every rail, ackLoop, and the Recv
+	// callers reading a lent rail (readLent): nothing reads or handles a
+	// frame once Close has returned.
+	wg sync.WaitGroup
+	// tick wakes ackLoop every AckDelay while there is something to
+	// watch (see tickLocked); it is stopped otherwise.
+	tick *time.Ticker
 
 	// Lock order: allocMu, then mu; evMu is never held with mu. The upper
 	// Alloc is called with allocMu only; OnRailDown with evMu only.
@@ -165,6 +189,13 @@ type RailSet struct {
 	recvWait int           // goroutines waiting on recvCh
 	startBuf [MaxRails]float64
 
+	// Receiving by the Recv callers themselves: at most one rail is lent
+	// at a time (see readLent).
+	lent        *rail // the rail lent to the Recv callers, or nil
+	recvIn      int   // Recv callers in Recv
+	recvCallers int   // Recv callers waiting on recvCh
+	lendMisses  int   // hand-offs by other rails' reader goroutines since the lent rail delivered
+
 	nextSeq uint64
 	unacked []*outMsg // in sequence order
 	copied  int64     // bytes of owned messages in unacked
@@ -175,9 +206,10 @@ type RailSet struct {
 	readyHead  int
 	readyBytes int64
 	ackSent    uint64    // the highest acknowledgement sent
-	ackNow     bool      // a message asked to be acknowledged at once
-	ackSince   time.Time // since when complete > ackSent (zero: all acknowledged)
-	ackArmed   bool      // ackTimer is running
+	ackNow     bool      // acknowledge at once: a message asked for it, or a tick found it due
+	ticking    bool      // tick is running
+	tickSeen   [2]uint64 // complete and lentReads at the last tick
+	lentReads  uint64    // reads of the lent rail begun by Recv callers, and lendings
 	copyIns    uint64    // parts copied into place rather than read in place
 }
 
@@ -186,6 +218,7 @@ var _ Link = (*RailSet)(nil)
 type rail struct {
 	idx  int
 	link Link
+	sl   stoppableLink // link, if it is one: the rail can be lent to Recv callers
 	// Guarded by RailSet.mu.
 	alive  bool
 	err    error
@@ -195,9 +228,18 @@ type rail struct {
 	stats  RailStats
 	frame  []byte
 
+	// Reading (guarded by RailSet.mu): the rail's reader goroutine reads
+	// it unless it is lent, then a Recv caller may (one at a time).
+	lent      bool // lent to the Recv callers: the reader goroutine waits
+	callerIn  bool // a Recv caller is reading the link
+	awaitData bool // the last part header read announced a part whose data frame has not been read
+	readerOut bool // the reader goroutine has exited
+	doneSent  bool // readerDone is closed
+
 	wake       chan struct{} // cap 1: there is work in q
+	lendWake   chan struct{} // cap 1: the rail is no longer lent
 	quit       chan struct{} // closed when the rail goes down
-	readerDone chan struct{} // closed when readLoop has exited and released its claims
+	readerDone chan struct{} // closed once the rail is down, nobody reads it and its claims are released
 }
 
 func (r *rail) signal() {
@@ -350,22 +392,19 @@ func NewRailSet(links []Link, cfg RailConfig) (*RailSet, error) {
 	}
 	for i, l := range links {
 		rs.live[i] = true
+		sl, _ := l.(stoppableLink)
 		rs.rails = append(rs.rails, &rail{
-			idx: i, link: l, alive: true,
+			idx: i, link: l, sl: sl, alive: true,
 			stats:      RailStats{Rail: i, Alive: true, Cost: cfg.Costs[i]},
 			wake:       make(chan struct{}, 1),
+			lendWake:   make(chan struct{}, 1),
 			quit:       make(chan struct{}),
 			readerDone: make(chan struct{}),
 		})
 	}
 	rs.planner = newRailPlanner(cfg.RailModel, rs.live)
-	rs.ackTimer = time.AfterFunc(time.Hour, func() {
-		rs.mu.Lock()
-		rs.ackArmed = false
-		rs.mu.Unlock()
-		rs.wakeAcker()
-	})
-	rs.ackTimer.Stop()
+	rs.tick = time.NewTicker(cfg.AckDelay)
+	rs.tick.Stop()
 	for _, r := range rs.rails {
 		rs.wg.Add(2)
 		go rs.sendLoop(r)
@@ -545,6 +584,7 @@ func (rs *RailSet) Send(ctx context.Context, h Header, payload []byte) error {
 		}
 		ch := rs.sendCh
 		rs.sendWait++
+		rs.unlendLocked() // the acknowledgements must be read
 		rs.mu.Unlock()
 		var err error
 		select {
@@ -727,10 +767,7 @@ func (rs *RailSet) finishLocked(r *rail, job *txJob, err error) {
 			m.unsent--
 		}
 		if job.head.Ack > rs.ackSent {
-			rs.ackSent = job.head.Ack
-		}
-		if rs.ackSent >= rs.complete {
-			rs.ackSince = time.Time{} // the part carried every acknowledgement due
+			rs.ackSent = job.head.Ack // the part carried them
 		}
 	}
 	if len(r.q) > 0 {
@@ -797,6 +834,7 @@ func (rs *RailSet) waitAck(ctx context.Context, m *outMsg) error {
 		}
 		ch := rs.sendCh
 		rs.sendWait++
+		rs.unlendLocked() // the acknowledgement must be read
 		rs.mu.Unlock()
 		cancelled := false
 		select {
@@ -890,6 +928,10 @@ func (rs *RailSet) failRail(r *rail, cause error) {
 	}
 	r.alive, r.err = false, cause
 	close(r.quit)
+	if rs.lent == r {
+		rs.lent = nil
+	}
+	r.lent = false
 	rs.live[r.idx] = false
 	rs.nlive--
 	moved := r.q
@@ -977,6 +1019,10 @@ func (rs *RailSet) terminateLocked(cause error) bool {
 	default:
 		rs.err = fmt.Errorf("%w: every rail failed, the last with: %w", ErrPeerClosed, cause)
 	}
+	// No tick from now on (watchLocked checks err): ackLoop may have
+	// returned already.
+	rs.ticking = false
+	rs.tick.Stop()
 	rs.sendChangedLocked()
 	rs.recvChangedLocked()
 	rs.wakeAcker()
@@ -1046,10 +1092,21 @@ func (rs *RailSet) Recv(ctx context.Context) (Message, error) {
 		return Message{}, rs.opErr("recv", err)
 	}
 	rs.mu.Lock()
+	rs.recvIn++
+	m, err := rs.recvLocked(ctx)
+	rs.recvIn--
+	rs.leaveRecvLocked()
+	rs.mu.Unlock()
+	if err != nil {
+		return Message{}, rs.opErr("recv", err)
+	}
+	return m, nil
+}
+
+func (rs *RailSet) recvLocked(ctx context.Context) (Message, error) {
 	for {
 		if rs.c.isClosed() {
-			rs.mu.Unlock()
-			return Message{}, rs.opErr("recv", ErrClosed)
+			return Message{}, ErrClosed
 		}
 		if rs.readyHead < len(rs.ready) {
 			m := rs.ready[rs.readyHead]
@@ -1063,46 +1120,182 @@ func (rs *RailSet) Recv(ctx context.Context) (Message, error) {
 			if full && rs.readyBytes < int64(rs.cfg.RecvBuffer) {
 				rs.recvChangedLocked() // readers waiting for room
 			}
-			rs.mu.Unlock()
 			return m, nil
 		}
 		if rs.err != nil {
-			err := rs.err
-			rs.mu.Unlock()
-			return Message{}, rs.opErr("recv", err)
+			return Message{}, rs.err
+		}
+		if err := ctx.Err(); err != nil {
+			return Message{}, err
+		}
+		if r := rs.lent; r != nil && !r.callerIn {
+			rs.readLent(ctx, r)
+			continue
 		}
 		ch := rs.recvCh
 		rs.recvWait++
+		rs.recvCallers++
 		rs.mu.Unlock()
-		var err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			err = ctx.Err()
 		case <-rs.c.quit:
 		}
 		rs.mu.Lock()
 		rs.recvWait--
-		if err != nil {
-			rs.mu.Unlock()
-			return Message{}, rs.opErr("recv", err)
-		}
+		rs.recvCallers--
 	}
 }
 
-// readLoop reads every frame of rail r until the rail goes down.
+// Reading. Each rail has a reader goroutine (readLoop), which reads its
+// frames and hands the messages they complete to the Recv callers. A
+// hand-off from one goroutine to another costs more than the rest of a
+// small message's way through the rail layer: with an idle CPU, waking
+// the Recv caller makes the runtime wake a second thread too. So once the
+// reader goroutine of a rail has handed a waiting Recv caller a message,
+// it lends the rail to the Recv callers and waits: from then on, a Recv
+// caller with nothing to return reads that rail itself (readLent), as it
+// would a plain link. Only links whose wait for a frame can be stopped
+// (stoppableLink) are lent, at most one rail at a time, and never while a
+// part's data frame is due (the callers read headers and inline parts,
+// never a large part's bytes, so a Recv's ctx is obeyed within one small
+// frame). A Recv caller reading the lent rail is stopped when a message
+// becomes ready through another rail (advanceLocked; this also covers
+// another rail being lent instead) or its ctx ends, and fails when the
+// rail goes down or the RailSet closes (the link is closed). While nobody
+// calls Recv, the lent rail is not read, as a plain link is not; anyone
+// else who needs its frames gets the rail back to its reader goroutine
+// (unlendLocked): a Send that waits for acknowledgements or room, a part
+// header announcing bytes to follow, the last Recv caller leaving while a
+// Send waits, and the tick if nobody read the rail for a whole tick
+// (tickLocked), so that a peer waiting for an acknowledgement, or a rail
+// that failed, is never left unattended for long.
+
+// readLent reads and handles one frame of the lent rail r in the Recv
+// caller's goroutine. mu is held on entry and exit, not in between. The
+// RailSet is not closed on entry (Close waits for readLent to return).
+func (rs *RailSet) readLent(ctx context.Context, r *rail) {
+	r.callerIn = true
+	rs.lentReads++
+	rs.wg.Add(1)
+	defer rs.wg.Done()
+	rs.mu.Unlock()
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, r.sl.stopRecv)
+	}
+	m, err := r.sl.recvStoppable()
+	if stop != nil {
+		stop()
+	}
+	if err == nil {
+		err = rs.onFrame(r, &m)
+	}
+	if err != nil && err != errRecvStopped {
+		rs.readFailed(r, err)
+	}
+	rs.mu.Lock()
+	r.callerIn = false
+	switch {
+	case !r.alive:
+		rs.readerGoneLocked(r)
+	case !r.lent:
+		signal(r.lendWake) // another rail was lent meanwhile
+	case r.awaitData:
+		// The part's bytes follow: the reader goroutine reads them.
+		rs.unlendLocked()
+	}
+}
+
+// leaveRecvLocked is called when a Recv caller returns: if the lent rail is
+// left unread while someone waits for progress, they get it.
+func (rs *RailSet) leaveRecvLocked() {
+	r := rs.lent
+	if r == nil || r.callerIn {
+		return
+	}
+	switch {
+	case rs.sendWait > 0:
+		rs.unlendLocked()
+	case rs.recvCallers > 0:
+		rs.recvChangedLocked()
+	default:
+		rs.watchLocked() // the rail goes back to its reader if unread for long
+	}
+}
+
+// lendLocked lends rail r to the Recv callers, if it can be: its reader
+// goroutine has just handed a Recv caller a message. If another rail is
+// lent, r takes its place once the messages keep coming on r.
+func (rs *RailSet) lendLocked(r *rail) {
+	if r.sl == nil || !r.alive || r.awaitData || rs.sendWait > 0 {
+		return
+	}
+	if l := rs.lent; l != nil {
+		if rs.lendMisses++; rs.lendMisses < railLendMisses {
+			return
+		}
+		// l's reader goroutine resumes once the Recv caller reading it,
+		// if any, is done with its frame (advanceLocked, our caller, has
+		// stopped that caller's wait for one).
+		l.lent = false
+		if !l.callerIn {
+			signal(l.lendWake)
+		}
+	}
+	r.lent, rs.lent, rs.lendMisses = true, r, 0
+	rs.lentReads++ // a lease starts (see tickLocked)
+}
+
+// unlendLocked gives the lent rail back to its reader goroutine, unless a
+// Recv caller is reading it (readLent does, if needed, when it is done).
+func (rs *RailSet) unlendLocked() {
+	r := rs.lent
+	if r == nil || r.callerIn {
+		return
+	}
+	r.lent, rs.lent = false, nil
+	signal(r.lendWake)
+}
+
+// signal wakes the goroutine that waits on ch (of capacity 1).
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// readLoop is rail r's reader goroutine: it reads the rail while the rail
+// is not lent, until the rail goes down.
 func (rs *RailSet) readLoop(r *rail) {
 	defer rs.wg.Done()
-	defer close(r.readerDone)
-	err := rs.readRail(r)
+	rs.readFailed(r, rs.readRail(r))
+	rs.mu.Lock()
+	r.readerOut = true
+	rs.readerGoneLocked(r)
+	rs.mu.Unlock()
+}
+
+// readFailed takes rail r down after reading or handling a frame of it
+// failed.
+func (rs *RailSet) readFailed(r *rail, err error) {
 	var fe *FrameError
 	if errors.As(err, &fe) {
 		rs.log.Warn("transport: bad rail frame", "peer", rs.peer, "rail", r.idx, "err", err)
 	}
 	rs.failRail(r, err)
-	// Nothing of this rail will be written in place any more: parts it
-	// was writing can take another rail's copy.
-	rs.mu.Lock()
+}
+
+// readerGoneLocked closes r.readerDone once the rail is down and neither
+// its reader goroutine nor a Recv caller reads it: nothing of this rail
+// will be written in place any more, so the parts it was writing can take
+// another rail's copy.
+func (rs *RailSet) readerGoneLocked(r *rail) {
+	if r.alive || !r.readerOut || r.callerIn || r.doneSent {
+		return
+	}
+	r.doneSent = true
 	for _, m := range rs.in {
 		for _, p := range m.parts {
 			if p.rail == r.idx && p.state == inClaimed {
@@ -1110,13 +1303,22 @@ func (rs *RailSet) readLoop(r *rail) {
 			}
 		}
 	}
-	rs.mu.Unlock()
+	close(r.readerDone)
 }
 
 func (rs *RailSet) readRail(r *rail) error {
+	rs.mu.Lock()
 	for {
-		rs.mu.Lock()
-		for rs.readyBytes >= int64(rs.cfg.RecvBuffer) && r.alive {
+		for r.alive && (r.lent || r.callerIn || rs.readyBytes >= int64(rs.cfg.RecvBuffer)) {
+			if r.lent || r.callerIn {
+				rs.mu.Unlock()
+				select {
+				case <-r.lendWake:
+				case <-r.quit:
+				}
+				rs.mu.Lock()
+				continue
+			}
 			ch := rs.recvCh
 			rs.recvWait++
 			rs.mu.Unlock()
@@ -1136,18 +1338,22 @@ func (rs *RailSet) readRail(r *rail) error {
 		if err != nil {
 			return err
 		}
-		switch m.Header.Type {
-		case MsgRail:
-			err = rs.onRail(r, &m)
-		case MsgRailData:
-			err = rs.onData(r, &m)
-		default:
-			err = &FrameError{Field: "rail outer type", Value: uint64(m.Header.Type), Err: ErrMalformed}
-		}
-		if err != nil {
+		if err := rs.onFrame(r, &m); err != nil {
 			return err
 		}
+		rs.mu.Lock()
 	}
+}
+
+// onFrame handles a frame read on rail r.
+func (rs *RailSet) onFrame(r *rail, m *Message) error {
+	switch m.Header.Type {
+	case MsgRail:
+		return rs.onRail(r, m)
+	case MsgRailData:
+		return rs.onData(r, m)
+	}
+	return &FrameError{Field: "rail outer type", Value: uint64(m.Header.Type), Err: ErrMalformed}
 }
 
 func (rs *RailSet) onRail(r *rail, m *Message) error {
@@ -1240,6 +1446,9 @@ func (rs *RailSet) inMsgLocked(outer *Header, h *railHead, inline bool) *inMsg {
 func (rs *RailSet) onPart(r *rail, outer *Header, h *railHead, inline []byte) error {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	// A part that is not inline is followed by its data frame on this
+	// rail, whatever becomes of this header.
+	r.awaitData = h.Kind == railKindPart && h.Flags&railFlagInline == 0
 	if h.Seq < rs.complete {
 		return nil // a copy of a complete message
 	}
@@ -1256,7 +1465,7 @@ func (rs *RailSet) onPart(r *rail, outer *Header, h *railHead, inline []byte) er
 	if m.skip {
 		if !m.complete {
 			m.complete = true
-			rs.advanceLocked()
+			rs.advanceLocked(r)
 		}
 		return nil
 	}
@@ -1315,7 +1524,7 @@ func (rs *RailSet) onPart(r *rail, outer *Header, h *railHead, inline []byte) er
 		} else {
 			m.inline = inline
 		}
-		return rs.partDoneLocked(m, p)
+		return rs.partDoneLocked(r, m, p)
 	}
 	return nil
 }
@@ -1333,6 +1542,7 @@ func (rs *RailSet) onData(r *rail, msg *Message) error {
 	sum := crc32c(payload)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	r.awaitData = false
 	if !r.alive {
 		return errRailDown
 	}
@@ -1369,11 +1579,12 @@ func (rs *RailSet) onData(r *rail, msg *Message) error {
 		copy(buf[off:off+p.n], payload)
 		rs.mu.Lock()
 	}
-	return rs.partDoneLocked(m, p)
+	return rs.partDoneLocked(r, m, p)
 }
 
-// partDoneLocked marks p's bytes as in place and checked.
-func (rs *RailSet) partDoneLocked(m *inMsg, p *inPart) error {
+// partDoneLocked marks p's bytes, received on rail r, as in place and
+// checked.
+func (rs *RailSet) partDoneLocked(r *rail, m *inMsg, p *inPart) error {
 	p.state = inDone
 	m.done++
 	m.bytes += p.n
@@ -1384,13 +1595,14 @@ func (rs *RailSet) partDoneLocked(m *inMsg, p *inPart) error {
 		return railFrameErr("parts total", m.bytes, m.h.Len, ErrMalformed)
 	}
 	m.complete = true
-	rs.advanceLocked()
+	rs.advanceLocked(r)
 	return nil
 }
 
 // advanceLocked moves the complete messages at the head of the sequence to
-// the ready queue, and schedules the acknowledgement.
-func (rs *RailSet) advanceLocked() {
+// the ready queue, and schedules the acknowledgement. from is the rail
+// whose frame completed a message.
+func (rs *RailSet) advanceLocked(from *rail) {
 	advanced := false
 	for {
 		m := rs.in[rs.complete]
@@ -1419,15 +1631,65 @@ func (rs *RailSet) advanceLocked() {
 	if !advanced {
 		return
 	}
+	if l := rs.lent; l != nil && l.callerIn && l != from {
+		l.sl.stopRecv() // the Recv caller reading it has a message now
+	}
+	if from.callerIn {
+		rs.lendMisses = 0
+	} else if rs.recvIn > 0 {
+		// A hand-off: from's reader goroutine is done with the frame
+		// (this is the last thing it does with it) and stops reading
+		// from once lent.
+		rs.lendLocked(from)
+	}
 	rs.recvChangedLocked()
 	if rs.ackNow {
 		rs.wakeAcker()
-	} else if rs.ackSince.IsZero() && rs.complete > rs.ackSent {
-		rs.ackSince = time.Now()
-		if !rs.ackArmed {
-			rs.ackArmed = true
-			rs.ackTimer.Reset(rs.cfg.AckDelay)
+	} else {
+		rs.watchLocked() // a message in the other direction may carry it
+	}
+}
+
+// watchLocked starts the tick, if it is not running: an acknowledgement is
+// due, or the lent rail was left unread.
+func (rs *RailSet) watchLocked() {
+	if !rs.ticking && rs.err == nil {
+		rs.ticking = true
+		rs.tick.Reset(rs.cfg.AckDelay)
+	}
+}
+
+// tickLocked runs every AckDelay while there is something to watch. A
+// tick keeps running while messages come in, rather than being started
+// for each one: starting a timer wakes a thread when the process is idle,
+// which costs a small message's round trip several microseconds.
+//   - An acknowledgement that no message carried since the last tick is
+//     sent now, so within AckDelay.
+//   - The lent rail, if no Recv caller has read it since the last tick
+//     and none is reading it, goes back to its reader goroutine: a peer
+//     waiting for an acknowledgement (a large message, a full window)
+//     gets it within two ticks even if nobody calls Recv.
+//
+// The tick stops after a tick with nothing to watch.
+func (rs *RailSet) tickLocked() {
+	active := false
+	if rs.complete > rs.ackSent {
+		rs.ackNow, active = true, true
+	}
+	if rs.complete != rs.tickSeen[0] {
+		rs.tickSeen[0], active = rs.complete, true
+	}
+	if l := rs.lent; l != nil {
+		switch {
+		case rs.lentReads != rs.tickSeen[1]:
+			rs.tickSeen[1], active = rs.lentReads, true
+		case !l.callerIn:
+			rs.unlendLocked()
 		}
+	}
+	if !active {
+		rs.ticking = false
+		rs.tick.Stop()
 	}
 }
 
@@ -1454,13 +1716,16 @@ func (rs *RailSet) allocPart(h Header) []byte {
 }
 
 // ackLoop sends acknowledgements that no message in the other direction
-// carried in time.
+// carried in time, and runs the ticks.
 func (rs *RailSet) ackLoop() {
 	defer rs.wg.Done()
-	defer rs.ackTimer.Stop()
+	defer rs.tick.Stop()
 	for {
+		tick := false
 		select {
 		case <-rs.ackCh:
+		case <-rs.tick.C:
+			tick = true
 		case <-rs.c.quit:
 			return
 		}
@@ -1469,24 +1734,15 @@ func (rs *RailSet) ackLoop() {
 			rs.mu.Unlock()
 			return
 		}
-		if rs.complete <= rs.ackSent {
-			rs.ackNow, rs.ackSince = false, time.Time{}
+		if tick {
+			rs.tickLocked()
+		}
+		if !rs.ackNow || rs.complete <= rs.ackSent {
+			rs.ackNow = false
 			rs.mu.Unlock()
 			continue
 		}
-		now := time.Now()
-		if rs.ackSince.IsZero() {
-			rs.ackSince = now
-		}
-		if due := rs.ackSince.Add(rs.cfg.AckDelay); !rs.ackNow && now.Before(due) {
-			if !rs.ackArmed {
-				rs.ackArmed = true
-				rs.ackTimer.Reset(due.Sub(now))
-			}
-			rs.mu.Unlock()
-			continue
-		}
-		r := rs.ackRailLocked(now)
+		r := rs.ackRailLocked(time.Now())
 		if r == nil {
 			rs.mu.Unlock()
 			return
@@ -1508,11 +1764,6 @@ func (rs *RailSet) ackLoop() {
 		rs.mu.Lock()
 		if val > rs.ackSent {
 			rs.ackSent = val
-		}
-		if rs.ackSent >= rs.complete {
-			rs.ackSince = time.Time{}
-		} else {
-			rs.ackSince = time.Now()
 		}
 		rs.mu.Unlock()
 	}

@@ -690,3 +690,386 @@ func TestRailWindows(t *testing.T) {
 	}
 	require.NoError(t, eg.Wait())
 }
+
+// lentRail is the index of the rail rs has lent to its Recv callers, or -1.
+func lentRail(rs *RailSet) int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.lent == nil {
+		return -1
+	}
+	return rs.lent.idx
+}
+
+// railEcho answers every message on l with a copy, after delay, until a
+// message with tag 1 (answered too) or an error.
+func railEcho(l Link, delay time.Duration) chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx := context.Background()
+		for {
+			m, err := l.Recv(ctx)
+			if err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(delay)
+			if err := l.Send(ctx, Header{Type: MsgEager, Tag: m.Header.Tag}, m.Payload); err != nil {
+				done <- err
+				return
+			}
+			if m.Header.Tag == 1 {
+				done <- nil
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// TestRailLend: once a rail's reader goroutine has handed a waiting Recv
+// caller a message, the rail is lent and the Recv callers read it
+// themselves; a message completed on another rail stops such a read, and
+// so does the caller's ctx; the lent rail follows the traffic; several
+// Recv callers share it.
+func TestRailLend(t *testing.T) {
+	for _, name := range []string{"mem", "tcp", "tls", "udp"} {
+		t.Run(name, func(t *testing.T) {
+			// rail 0: the lower latency, rail 1: the higher bandwidth;
+			// mux crosses over near 6 kB.
+			g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailMux}, rails: rigRails(name)})
+			// The answers come late enough for a's Recv caller to wait
+			// for them.
+			echo := railEcho(g.b, time.Millisecond)
+			pingpong := func(size, tag int) {
+				t.Helper()
+				if size > 6<<10 {
+					// let rail 1 drain in the model (up to 100 KiB at
+					// 20 MB/s), so that mux keeps choosing it
+					time.Sleep(6 * time.Millisecond)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				p := railPayload(3, size, size)
+				require.NoError(t, g.a.Send(ctx, Header{Type: MsgEager, Tag: int32(tag)}, p))
+				m, err := g.a.Recv(ctx)
+				require.NoError(t, err, "%d B", size)
+				require.True(t, bytes.Equal(p, m.Payload), "%d B", size)
+			}
+			reads := func() uint64 {
+				g.a.mu.Lock()
+				defer g.a.mu.Unlock()
+				return g.a.lentReads
+			}
+
+			for range 5 {
+				pingpong(8, 0)
+			}
+			require.Equal(t, 0, lentRail(g.a), "small messages come on rail 0")
+			before := reads()
+			for range 20 {
+				pingpong(100, 0)
+			}
+			require.GreaterOrEqual(t, reads()-before, uint64(20), "the Recv caller reads rail 0 itself")
+
+			// Messages on rail 1 (inline, then with a data frame) reach a
+			// Recv caller reading rail 0; the lent rail follows them.
+			st := g.a.Stats()
+			for _, size := range []int{10 << 10, 100 << 10, 10 << 10} {
+				pingpong(size, 0)
+			}
+			require.Equal(t, st[1].Parts+3, g.a.Stats()[1].Parts, "on rail 1")
+			for range 2 * railLendMisses {
+				pingpong(10<<10, 0)
+			}
+			require.Equal(t, 1, lentRail(g.a), "the lent rail follows the traffic")
+			for range 2 * railLendMisses {
+				pingpong(8, 0)
+			}
+			require.Equal(t, 0, lentRail(g.a))
+
+			// The ctx of a Recv reading the lent rail ends it; the rail
+			// set goes on.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			start := time.Now()
+			_, err := g.a.Recv(ctx)
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Less(t, time.Since(start), 5*time.Second)
+			pingpong(8, 0)
+
+			// Several Recv callers at once.
+			const n = 300
+			var eg errgroup.Group
+			got := make(chan uint64, n)
+			for range 3 {
+				eg.Go(func() error {
+					for {
+						m, err := g.a.Recv(testCtx(t))
+						if err != nil {
+							return err
+						}
+						if m.Header.Tag == 2 {
+							return nil
+						}
+						got <- m.Header.Seq
+					}
+				})
+			}
+			sctx := testCtx(t)
+			for i := range n {
+				require.NoError(t, g.b.Send(sctx, Header{Type: MsgEager, Seq: uint64(i)}, railPayload(4, i, 1+i%50)))
+			}
+			for range 3 {
+				require.NoError(t, g.b.Send(sctx, Header{Type: MsgEager, Tag: 2}, nil))
+			}
+			require.NoError(t, eg.Wait())
+			close(got)
+			seen := make([]bool, n)
+			for s := range got {
+				require.False(t, seen[s], "message %d twice", s)
+				seen[s] = true
+			}
+			require.NotContains(t, seen, false)
+
+			pingpong(8, 1)
+			require.NoError(t, <-echo)
+		})
+	}
+}
+
+// TestRailLendLease: a lent rail that nobody reads goes back to its reader
+// goroutine, so a peer's large Send (which waits for its acknowledgement)
+// completes although nobody calls Recv.
+func TestRailLendLease(t *testing.T) {
+	g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailSingle}})
+	ctx := testCtx(t)
+	echo := railEcho(g.b, 0)
+	for i := range 10 {
+		time.Sleep(time.Millisecond) // b's Recv caller waits for it
+		require.NoError(t, g.a.Send(ctx, Header{Type: MsgEager, Tag: int32(i / 9)}, []byte("ping")))
+		_, err := g.a.Recv(ctx)
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-echo)
+	require.Equal(t, 1, lentRail(g.b), "everything on rail 1")
+	big := railPayload(5, 5, 1<<20) // above CopyLimit
+	require.NoError(t, g.a.Send(ctx, Header{Type: MsgEager}, big))
+	require.Equal(t, -1, lentRail(g.b), "the unread rail went back to its reader")
+	m, err := g.b.Recv(ctx)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(big, m.Payload))
+}
+
+// TestRailLendFailure: the lent rail fails while a Recv caller reads it;
+// the message it was waiting for arrives on the other rail.
+func TestRailLendFailure(t *testing.T) {
+	g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailMux}})
+	ctx := testCtx(t)
+	echo := railEcho(g.a, time.Millisecond) // b's Recv caller waits for the answers
+	for range 5 {
+		require.NoError(t, g.b.Send(ctx, Header{Type: MsgEager}, []byte("ping")))
+		_, err := g.b.Recv(ctx)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 0, lentRail(g.b))
+	got := make(chan error, 1)
+	go func() {
+		m, err := g.b.Recv(ctx)
+		if err == nil && string(m.Payload) != "late" {
+			err = fmt.Errorf("got %q", m.Payload)
+		}
+		got <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // the Recv caller is reading rail 0
+	require.NoError(t, g.bLinks[0].Close())
+	ev := <-g.events
+	require.Equal(t, 0, ev.Rail)
+	require.NoError(t, g.a.Send(ctx, Header{Type: MsgEager}, []byte("late")))
+	require.NoError(t, <-got)
+	require.NotEqual(t, 0, lentRail(g.b))
+	require.NoError(t, g.b.Send(ctx, Header{Type: MsgEager, Tag: 1}, []byte("bye")))
+	_, err := g.b.Recv(ctx)
+	require.NoError(t, err)
+	require.NoError(t, <-echo)
+}
+
+// rigRails returns the rails of a rig over transport name: nil (shaped mem
+// networks) for "mem", else loopback links of that transport.
+func rigRails(name string) func(t testing.TB, i int) (Network, string) {
+	if name == "mem" {
+		return nil
+	}
+	k, err := ParseKind(name)
+	if err != nil {
+		panic(err)
+	}
+	return func(t testing.TB, i int) (Network, string) { return kindRail(k)(t, i), "127.0.0.1:0" }
+}
+
+// lendOn makes rs lend a rail to its Recv callers, and returns it: rs
+// pings peer, whose answers come late enough for rs's Recv caller to
+// wait for them (the reader goroutine hands them over). Small messages
+// under mux over twoRailCosts go on rail 0.
+func lendOn(t *testing.T, rs, peer *RailSet) int {
+	t.Helper()
+	ctx := testCtx(t)
+	echo := railEcho(peer, time.Millisecond)
+	for i := range 5 {
+		require.NoError(t, rs.Send(ctx, Header{Type: MsgEager, Tag: int32(i / 4)}, []byte("ping")))
+		_, err := rs.Recv(ctx)
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-echo)
+	r := lentRail(rs)
+	require.NotEqual(t, -1, r, "a rail is lent")
+	return r
+}
+
+// callerReading reports whether a Recv caller of rs is reading a rail.
+func callerReading(rs *RailSet) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, r := range rs.rails {
+		if r.callerIn {
+			return true
+		}
+	}
+	return false
+}
+
+// noTick keeps the tick from taking the lent rail back while a test looks.
+func noTick(_ int, c *RailConfig) { c.AckDelay = time.Minute }
+
+// TestRailLendClose: Close, and the peer's Close, end a Recv that reads
+// the lent rail; Close returns only once that Recv caller is done with the
+// rail.
+func TestRailLendClose(t *testing.T) {
+	for _, name := range []string{"mem", "tcp"} {
+		for _, peer := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/peer=%v", name, peer), func(t *testing.T) {
+				g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailMux},
+					rails: rigRails(name), modify: noTick})
+				lendOn(t, g.a, g.b)
+				got := make(chan error, 1)
+				go func() {
+					_, err := g.a.Recv(testCtx(t))
+					got <- err
+				}()
+				require.Eventually(t, func() bool { return callerReading(g.a) }, 10*time.Second, time.Millisecond)
+				if peer {
+					require.NoError(t, g.b.Close())
+				} else {
+					require.NoError(t, g.a.Close())
+					require.False(t, callerReading(g.a), "Close returned while a Recv caller reads a rail")
+				}
+				select {
+				case err := <-got:
+					if peer {
+						require.ErrorIs(t, err, ErrPeerClosed)
+					} else {
+						require.ErrorIs(t, err, ErrClosed)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("Recv still reads the lent rail")
+				}
+			})
+		}
+	}
+}
+
+// TestRailLendUnreadFailure: the lent rail fails while nobody calls Recv;
+// the failure is noticed all the same (the tick gives the rail back to its
+// reader goroutine), and the traffic goes on on the other rail.
+func TestRailLendUnreadFailure(t *testing.T) {
+	g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailMux}})
+	ctx := testCtx(t)
+	r := lendOn(t, g.a, g.b)
+	require.NoError(t, g.bLinks[r].Close())
+	require.Eventually(t, func() bool { return !g.a.Stats()[r].Alive }, 10*time.Second, time.Millisecond,
+		"a notices the failure of its unread lent rail")
+	require.Equal(t, -1, lentRail(g.a))
+	require.NoError(t, g.b.Send(ctx, Header{Type: MsgEager}, []byte("still here")))
+	m, err := g.a.Recv(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "still here", string(m.Payload))
+}
+
+// TestRailLendBackPressure: with a lent rail, RecvBuffer still bounds what
+// is received and not taken by Recv, and the sender's window (which needs
+// the receiver's acknowledgements) does not stall while nobody calls Recv
+// for a while.
+func TestRailLendBackPressure(t *testing.T) {
+	const recvBuf, window, maxSize, n = 16 << 10, 32 << 10, 3000, 400
+	for _, name := range []string{"mem", "tcp"} {
+		for _, policy := range []RailPolicy{RailSingle, RailMux} {
+			t.Run(name+"/"+policy.String(), func(t *testing.T) {
+				g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: policy}, rails: rigRails(name),
+					modify: func(side int, c *RailConfig) {
+						c.RecvBuffer = recvBuf
+						c.Window = window
+					}})
+				// A reader stops at RecvBuffer; what it was reading
+				// completes one message more. Over two rails, the
+				// messages received ahead of one still missing (up to
+				// the sender's window) join them once it arrives.
+				bound := int64(recvBuf + maxSize)
+				if policy != RailSingle {
+					bound = recvBuf + window + 2*maxSize
+				}
+				ctx := testCtx(t)
+				lendOn(t, g.a, g.b)
+				sent := make(chan error, 1)
+				go func() {
+					for i := range n {
+						if err := g.b.Send(ctx, Header{Type: MsgEager, Tag: int32(i)}, railPayload(6, i, 1+i*7%maxSize)); err != nil {
+							sent <- err
+							return
+						}
+					}
+					sent <- nil
+				}()
+				buffered := func() int64 {
+					g.a.mu.Lock()
+					defer g.a.mu.Unlock()
+					return g.a.readyBytes
+				}
+				rng := rand.New(rand.NewPCG(5, 6))
+				for i := range n {
+					if i%50 == 0 {
+						time.Sleep(20 * time.Millisecond) // nobody calls Recv
+					}
+					require.LessOrEqual(t, buffered(), bound)
+					m, err := g.a.Recv(ctx)
+					require.NoError(t, err)
+					require.Equal(t, int32(i), m.Header.Tag)
+					require.True(t, bytes.Equal(railPayload(6, i, 1+i*7%maxSize), m.Payload), "message %d", i)
+					if rng.IntN(20) == 0 {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				require.NoError(t, <-sent)
+			})
+		}
+	}
+}
+
+// TestRailLendQUIC: QUIC rails are never lent (a QUIC link is not a
+// stoppableLink: its own goroutines read the streams, so its Recv is a
+// hand-off anyway); their RailSet works as before.
+func TestRailLendQUIC(t *testing.T) {
+	g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailMux}, rails: rigRails("quic")})
+	ctx := testCtx(t)
+	echo := railEcho(g.b, time.Millisecond)
+	for i := range 20 {
+		size := []int{8, 10 << 10, 100 << 10}[i%3]
+		p := railPayload(7, i, size)
+		require.NoError(t, g.a.Send(ctx, Header{Type: MsgEager, Tag: int32(i / 19)}, p))
+		m, err := g.a.Recv(ctx)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(p, m.Payload))
+	}
+	require.NoError(t, <-echo)
+	require.Equal(t, -1, lentRail(g.a))
+	require.Equal(t, -1, lentRail(g.b))
+}

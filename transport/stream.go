@@ -25,6 +25,12 @@ type streamLink struct {
 	// broken is set when framing was lost (a cancelled partial write or
 	// read, an invalid frame); the link is then closed.
 	broken atomic.Pointer[error]
+
+	// recvStoppable's wait, guarded by stopMu.
+	stopMu   sync.Mutex
+	waiting  bool // recvStoppable waits for a frame to begin
+	stopped  bool // stopRecv was called and not yet consumed
+	deadline bool // stopRecv set a read deadline in the past
 }
 
 var _ Link = (*streamLink)(nil)
@@ -118,6 +124,73 @@ func (l *streamLink) Recv(ctx context.Context) (Message, error) {
 	if err == nil {
 		return m, nil
 	}
+	return Message{}, l.recvErr(ctx, err, started)
+}
+
+// recvStoppable implements stoppableLink: Recv(context.Background()),
+// except that stopRecv ends its wait for the first byte of a frame.
+func (l *streamLink) recvStoppable() (Message, error) {
+	ctx := context.Background()
+	if err := l.r.mu.acquire(ctx, l.c.quit); err != nil {
+		return Message{}, l.opErr("recv", l.deadErr())
+	}
+	defer l.r.mu.release()
+	if l.c.isClosed() {
+		return Message{}, l.opErr("recv", l.deadErr())
+	}
+	if l.r.r.Buffered() == 0 {
+		l.stopMu.Lock()
+		if l.stopped {
+			l.stopped = false
+			l.stopMu.Unlock()
+			return Message{}, errRecvStopped
+		}
+		l.waiting = true
+		l.stopMu.Unlock()
+		_, err := l.r.r.Peek(1) // consumes nothing, whatever happens
+		l.stopMu.Lock()
+		l.waiting = false
+		stopped := l.stopped
+		l.stopped = false
+		if l.deadline {
+			// Cleared before any byte of the frame is consumed.
+			l.deadline = false
+			_ = l.r.setDeadline(time.Time{})
+		}
+		l.stopMu.Unlock()
+		if stopped {
+			return Message{}, errRecvStopped // what arrived stays buffered
+		}
+		if err != nil {
+			return Message{}, l.recvErr(ctx, err, false)
+		}
+	}
+	// A frame has begun: read it whole (read skips the wait, as the
+	// buffer is not empty and ctx cannot end).
+	m, started, err := l.r.read(ctx)
+	if err == nil {
+		return m, nil
+	}
+	return Message{}, l.recvErr(ctx, err, started)
+}
+
+// stopRecv implements stoppableLink.
+func (l *streamLink) stopRecv() {
+	l.stopMu.Lock()
+	defer l.stopMu.Unlock()
+	if l.stopped {
+		return
+	}
+	l.stopped = true
+	if l.waiting && !l.deadline {
+		l.deadline = true
+		_ = l.r.setDeadline(aLongTimeAgo)
+	}
+}
+
+// recvErr classifies a failed read; started says whether it consumed
+// part of a frame. It closes the link if framing was lost.
+func (l *streamLink) recvErr(ctx context.Context, err error, started bool) error {
 	cerr := classify(ctx, err, l.c.isClosed())
 	var fe *FrameError
 	switch {
@@ -128,7 +201,7 @@ func (l *streamLink) Recv(ctx context.Context) (Message, error) {
 	case started && !errors.Is(cerr, ErrPeerClosed):
 		l.breakLink("recv", cerr)
 	}
-	return Message{}, l.opErr("recv", cerr)
+	return l.opErr("recv", cerr)
 }
 
 func (l *streamLink) Close() error {
