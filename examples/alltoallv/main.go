@@ -80,12 +80,13 @@ func main() {
 	if err != nil {
 		log.Fatalf("alltoallv: rank %d: %v", me, err)
 	}
-	if *timeline != "" && *algo != "naive" {
-		pred, meas, err := c.Timeline(ctx)
-		if err != nil {
+	// The last exchange as planned and as it ran (collective).
+	var pred, meas *collective.Plan
+	if *iters > 0 && *algo != "naive" {
+		if pred, meas, err = c.Timeline(ctx); err != nil {
 			log.Fatalf("alltoallv: rank %d: timeline: %v", me, err)
 		}
-		if me == 0 {
+		if me == 0 && *timeline != "" {
 			if err := writeTimeline(*timeline, pred, meas); err != nil {
 				log.Fatalf("alltoallv: %v", err)
 			}
@@ -98,6 +99,10 @@ func main() {
 		}
 		fmt.Printf("alltoallv: %s: %d ranks, %d iterations, algo %s, %.1f MB moved in %.3f s\n",
 			status, n, *iters, *algo, float64(sums[1])/1e6, slowest[0])
+		if pred != nil && meas != nil && pred.LowerBound > 0 {
+			fmt.Printf("alltoallv: last exchange (%s): measured %.4f s, predicted %.4f s, lower bound %.4f s (measured / lower bound %.2f)\n",
+				pred.Algorithm, meas.Predicted, pred.Predicted, pred.LowerBound, meas.Predicted/pred.LowerBound)
+		}
 	}
 	if sums[0] != 0 {
 		c.Close()
