@@ -35,6 +35,10 @@ import (
 //     Config.RefreshShare of the elapsed time: after a measurement that
 //     took d, the next waits at least d/RefreshShare.
 //
+// The bulk is sized to take about 20 ms at the model's rate (at least the
+// drift detector's smallest observation, at most 64 MiB, sent as messages
+// of up to 4 MiB).
+//
 // The refresher's messages travel on a private communicator and are never
 // seen by the application.
 
@@ -69,6 +73,7 @@ const (
 	// smallest observation.
 	refreshTarget = 20 * time.Millisecond
 	refreshMax    = 64 << 20
+	refreshChunk  = 1 << poolMaxShift // the largest pooled payload (bufpool.go)
 	// refreshStale is when a session whose measuring rank went silent
 	// is given up.
 	refreshStale = 30 * time.Second
@@ -211,11 +216,24 @@ func (r *refresher) measure(ctx context.Context, peer int) (time.Duration, bool)
 		return time.Since(t0), false // busy, or gone
 	}
 	rtt := time.Since(t0)
-	buf := getPayload(int(size))
+	// The bulk goes as messages of at most refreshChunk (a pooled
+	// buffer at both ends: fresh large buffers would measure page faults),
+	// back to back; each is acknowledged, and the clock stops at the last
+	// acknowledgement.
+	chunk := min(size, refreshChunk)
+	buf := getPayload(int(chunk))
 	t1 := time.Now()
-	err := port.Send(sctx, peer, refreshBulk, buf[:size])
+	var err error
+	sent := 0
+	for left := size; left > 0 && err == nil; left -= chunk {
+		err = port.Send(sctx, peer, refreshBulk, buf[:min(chunk, left)])
+		sent++
+	}
 	putPayload(buf)
-	ok := err == nil && r.ack(ctx, peer)
+	ok := err == nil
+	for i := 0; i < sent && ok; i++ {
+		ok = r.ack(ctx, peer)
+	}
 	spent := time.Since(t1)
 	secs := (spent - rtt).Seconds()
 	// The report ends the peer's side of the session; an empty one
