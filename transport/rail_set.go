@@ -162,8 +162,9 @@ type RailSet struct {
 
 	c     closer
 	ackCh chan struct{} // wakes ackLoop
-	// wg counts sendLoop and readLoop of every rail, ackLoop, and the Recv
-	// callers reading a lent rail (readLent): nothing reads or handles a
+	// wg counts sendLoop and readLoop of every rail, ackLoop, the Recv
+	// callers reading a lent rail (readLent) and the Send callers writing
+	// a part themselves (see Send): nothing reads, writes or handles a
 	// frame once Close has returned.
 	wg sync.WaitGroup
 	// tick wakes ackLoop every AckDelay while there is something to
@@ -223,9 +224,10 @@ type rail struct {
 	alive  bool
 	err    error
 	q      []*outPart
-	busy   bool      // a goroutine is writing a part on link (owns frame)
+	busy   bool      // a goroutine (sendLoop or a Send caller) is writing a part on link (owns frame)
 	freeAt time.Time // when the rail is predicted to have sent what it was given
 	stats  RailStats
+	direct uint64 // parts written by Send callers rather than by sendLoop
 	frame  []byte
 
 	// Reading (guarded by RailSet.mu): the rail's reader goroutine reads
@@ -610,15 +612,10 @@ func (rs *RailSet) Send(ctx context.Context, h Header, payload []byte) error {
 	rs.unacked = append(rs.unacked, m)
 	rs.assignLocked(m, time.Now())
 
-	// Fast path: a copied message that goes whole on an idle rail is
-	// written by the caller, sparing a hand-off to the rail's goroutine.
-	var direct *rail
-	var job txJob
-	if owned && len(m.parts) == 1 {
-		if r := rs.rails[m.parts[0].rail]; !r.busy && len(r.q) == 0 {
-			direct, job = r, rs.prepareLocked(r, m.parts[0])
-		}
-	}
+	// Fast path: a copied message that goes whole on a rail with nothing
+	// queued and nothing being written is written by the caller, as
+	// sendLoop would write it (see sendDirectLocked).
+	direct, job := rs.sendDirectLocked(m)
 	if direct == nil {
 		for _, p := range m.parts {
 			r := rs.rails[p.rail]
@@ -628,9 +625,8 @@ func (rs *RailSet) Send(ctx context.Context, h Header, payload []byte) error {
 	}
 	rs.mu.Unlock()
 	if direct != nil {
-		if err := rs.run(direct, &job); err != nil {
-			rs.failRail(direct, err)
-		}
+		rs.writePart(direct, &job)
+		rs.wg.Done()
 	}
 	if owned {
 		// Handed over: the copy is kept until acknowledged. Only if no
@@ -643,6 +639,38 @@ func (rs *RailSet) Send(ctx context.Context, h Header, payload []byte) error {
 		return nil
 	}
 	return rs.waitAck(ctx, m)
+}
+
+// sendDirectLocked prepares the transmission of m by the Send caller
+// itself, if m can take the fast path: it is a copy (owned: Send returns
+// once it is handed to the link, as for a queued part), it goes whole on
+// one rail, and that rail has nothing queued and nobody writing (so the
+// rail's frames stay in the order their parts were assigned). It returns
+// nil otherwise. On success the rail is busy (its queue waits, and
+// sendLoop with it, until writePart is done) and rs.wg counts the caller,
+// so that Close waits for the write as it waits for sendLoop's: the
+// caller must call writePart, then rs.wg.Done.
+//
+// The write is sendLoop's (prepareLocked, run, finishLocked, failRail):
+// the same bookkeeping (the part is sent, the acknowledgement it carries,
+// the queue signalled if a part was queued meanwhile) and the same
+// context, ioCtx: the caller's ctx does not interrupt it, so that a ctx
+// ending mid-frame cannot break the rail's framing. A failed write takes
+// the rail down and moves the part, like every part the rail carried, to
+// the rails still up.
+func (rs *RailSet) sendDirectLocked(m *outMsg) (*rail, txJob) {
+	if !m.owned || len(m.parts) != 1 {
+		return nil, txJob{}
+	}
+	r := rs.rails[m.parts[0].rail]
+	if !r.alive || r.busy || len(r.q) > 0 {
+		return nil, txJob{}
+	}
+	// r is alive, so its sendLoop and readLoop are still counted: rs.wg
+	// is not zero and Close has not begun waiting.
+	rs.wg.Add(1)
+	r.direct++
+	return r, rs.prepareLocked(r, m.parts[0])
 }
 
 // assignLocked splits m over the rails with the policy, given when each
@@ -714,6 +742,18 @@ func (rs *RailSet) prepareLocked(r *rail, p *outPart) txJob {
 	}
 	job.head = head
 	return job
+}
+
+// writePart transmits a prepared part on r (whose writer the caller is:
+// r.busy), records the outcome and, if the write failed, takes r down. It
+// reports whether the write succeeded. sendLoop and the Send callers
+// taking the fast path both write through it.
+func (rs *RailSet) writePart(r *rail, job *txJob) bool {
+	if err := rs.run(r, job); err != nil {
+		rs.failRail(r, err)
+		return false
+	}
+	return true
 }
 
 // run transmits a prepared part on r and records the outcome.
@@ -804,8 +844,7 @@ func (rs *RailSet) sendLoop(r *rail) {
 			}
 			job := rs.prepareLocked(r, p)
 			rs.mu.Unlock()
-			if err := rs.run(r, &job); err != nil {
-				rs.failRail(r, err)
+			if !rs.writePart(r, &job) {
 				return
 			}
 		}
