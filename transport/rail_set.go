@@ -1438,32 +1438,9 @@ func (rs *RailSet) onAck(v uint64) error {
 		if len(rs.unacked) == 0 {
 			rs.unacked = nil
 		}
-		rs.drainedLocked()
 		rs.sendChangedLocked()
 	}
 	return nil
-}
-
-// drainedLocked corrects the rails' predicted free times after an
-// acknowledgement: a rail that carries no part of an unacknowledged
-// message has delivered everything it was given, so it is free now
-// whatever the prediction said. (The predictions charge every byte at
-// the rail's fitted rate; a shaper's burst lets a small message through
-// faster, and a ping-pong's next message would otherwise avoid a rail
-// that is in fact idle.)
-func (rs *RailSet) drainedLocked() {
-	var busy [MaxRails]bool
-	for _, m := range rs.unacked {
-		for _, p := range m.parts {
-			busy[p.rail] = true
-		}
-	}
-	now := time.Now()
-	for _, r := range rs.rails {
-		if !busy[r.idx] && r.freeAt.After(now) {
-			r.freeAt = now
-		}
-	}
 }
 
 // inMsgLocked returns the message being received under seq, creating it

@@ -1073,31 +1073,3 @@ func TestRailLendQUIC(t *testing.T) {
 	require.Equal(t, -1, lentRail(g.a))
 	require.Equal(t, -1, lentRail(g.b))
 }
-
-// An acknowledgement frees the rails it drained: rail 1 is predicted busy
-// for 0.1 s by a 1 MiB message (the model's 10 MB/s), but the links are
-// in-memory and deliver it at once; once the peer has acknowledged it, the
-// next small message takes rail 1, the better one for it, instead of
-// avoiding a rail that is in fact idle.
-func TestRailAckFreesRails(t *testing.T) {
-	costs := []RailCost{{Latency: 1e-3, Bandwidth: 1e6}, {Latency: 10e-6, Bandwidth: 10e6}}
-	g := newRailRig(t, rigOptions{model: RailModel{Costs: costs, Policy: RailMux}})
-	ctx := testCtx(t)
-	require.NoError(t, g.a.Send(ctx, Header{Type: MsgEager}, railPayload(0, 1, 1<<20)))
-	m, err := g.b.Recv(ctx)
-	require.NoError(t, err)
-	require.Len(t, m.Payload, 1<<20)
-	require.Equal(t, uint64(1), g.a.Stats()[1].Parts, "1 MiB goes on rail 1")
-	require.Eventually(t, func() bool {
-		g.a.mu.Lock()
-		defer g.a.mu.Unlock()
-		return len(g.a.unacked) == 0
-	}, 5*time.Second, time.Millisecond, "the peer acknowledges")
-	before := g.a.Stats()
-	require.NoError(t, g.a.Send(ctx, Header{Type: MsgEager}, railPayload(0, 2, 8)))
-	_, err = g.b.Recv(ctx)
-	require.NoError(t, err)
-	after := g.a.Stats()
-	require.Equal(t, before[1].Parts+1, after[1].Parts, "8 B should go on the drained rail 1")
-	require.Equal(t, before[0].Parts, after[0].Parts)
-}
