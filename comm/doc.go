@@ -10,6 +10,12 @@
 // measures every link (package netprobe; HETCOMM_PROBE) and returns the
 // world communicator.
 //
+// The cost model stays fresh while the job runs: rates that Alltoallv
+// observes off the model by more than Config.Drift, and with
+// Config.Refresh (HETCOMM_REFRESH) those a background refresher measures
+// on idle links, update every rank's model at the next world Alltoallv;
+// Reprobe measures everything again. Model returns the current model.
+//
 // # Point-to-point
 //
 // Send, Recv, RecvInto, Isend, Irecv, Sendrecv, Probe and Iprobe follow
