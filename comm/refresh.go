@@ -3,7 +3,6 @@ package comm
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -142,6 +141,11 @@ func (r *refresher) measureLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		next = time.Now().Add(period)
+		select {
+		case <-r.c.broken:
+			return // a rank failed: the world is broken
+		default:
+		}
 		if a := w.activity.Load(); a != lastSeen {
 			lastSeen = a // the application is busy: not now
 			continue
@@ -212,7 +216,7 @@ func (r *refresher) measure(ctx context.Context, peer int) (time.Duration, bool)
 	if err := port.Send(sctx, peer, refreshHello, nil); err != nil {
 		return 0, false
 	}
-	if !r.ack(ctx, peer) {
+	if !r.ack(ctx, peer, bound) {
 		return time.Since(t0), false // busy, or gone
 	}
 	rtt := time.Since(t0)
@@ -232,7 +236,7 @@ func (r *refresher) measure(ctx context.Context, peer int) (time.Duration, bool)
 	putPayload(buf)
 	ok := err == nil
 	for i := 0; i < sent && ok; i++ {
-		ok = r.ack(ctx, peer)
+		ok = r.ack(ctx, peer, bound)
 	}
 	spent := time.Since(t1)
 	secs := (spent - rtt).Seconds()
@@ -275,8 +279,11 @@ func (r *refresher) release(src int) {
 }
 
 // ack waits for peer's acknowledgement; false if peer is busy with
-// another session (or gone).
-func (r *refresher) ack(ctx context.Context, peer int) bool {
+// another session, gone, or silent for longer than wait (its refresher
+// stopped).
+func (r *refresher) ack(ctx context.Context, peer int, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	b, err := probePort{r.acks}.Recv(ctx, peer, refreshAck)
 	defer putPayload(b)
 	return err == nil && len(b) == 0
@@ -291,10 +298,9 @@ func (r *refresher) respond(ctx context.Context) {
 	for {
 		b, st, err := r.c.Recv(ctx, AnySource, AnyTag)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
-				return
-			}
-			continue // a peer failed; the others go on
+			// Closed, or a rank failed: the world is broken, and a
+			// receive from any source would fail again at once.
+			return
 		}
 		src := st.Source
 		switch st.Tag {

@@ -200,3 +200,29 @@ func TestRefreshDuringReprobe(t *testing.T) {
 		}
 	}
 }
+
+// A rank that crashes breaks the world: the others' refreshers stop (their
+// receives from any source would fail at once, again and again) and the
+// survivors still close cleanly.
+func TestRefreshStopsWhenARankFails(t *testing.T) {
+	const n = 3
+	netw := transport.NewMemNetwork(3)
+	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 50e6}))
+	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 50e6), func(c *Config) {
+		c.Refresh = 2 * time.Millisecond
+		c.RefreshShare = 0.5
+		c.Heartbeat = 50 * time.Millisecond
+		c.FailAfter = 500 * time.Millisecond
+	})
+	time.Sleep(50 * time.Millisecond)
+	kill(comms[2])
+	for _, c := range comms[:2] {
+		done := make(chan struct{})
+		go func() { c.w.refresh.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("rank %d's refresher still runs after rank 2 failed", c.Rank())
+		}
+	}
+}
