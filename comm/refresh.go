@@ -101,7 +101,11 @@ type refresher struct {
 
 // startRefresh starts the refresher if Config.Refresh asks for it.
 func (w *world) startRefresh() {
-	if w.cfg.Refresh <= 0 || w.size < 2 || w.drift == nil {
+	if w.cfg.Refresh <= 0 || w.size < 2 {
+		return
+	}
+	if w.drift == nil {
+		w.log.Warn("comm: Config.Refresh is set but drift detection is off (Config.Drift < 0): the refresher does not run")
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
