@@ -4,19 +4,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hetcomm/hetcomm/collective"
@@ -171,18 +168,13 @@ func LiveCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var lf liveFlags
 	lf.register(fs)
-	n := fs.Int("n", 4, "number of ranks")
-	transport := fs.String("transport", "tcp", "hetcomm transport: tcp, quic, udp or tls")
-	hosts := fs.String("hosts", "", "comma-separated hosts for the ranks (default: all local)")
-	rsh := fs.String("rsh", "ssh", "agent for --hosts, called as AGENT HOST COMMAND")
+	var lc launchFlags
+	lc.register(fs, "", "how messages use several rails: auto (default), single, mux, agg or muxagg")
 	model := fs.String("model", "", "cost model JSON for planning and the lower bound (default: uniform)")
-	emulate := fs.String("emulate", "", "emulate a network in user space: a model JSON or a netlab topology (rates and latencies per pair)")
 	jsonOut := fs.String("json", "", "write one JSON record per collective, algorithm and size here")
 	timelineDir := fs.String("timeline", "", "directory for the predicted and measured timing diagrams (PNG and JSON) of each Alltoallv size and planner")
 	peer := fs.String("peer", "", "also run the pattern with the system's MPI: mpi (Open MPI's mpirun, TCP transport)")
 	peerIf := fs.String("peer-if", "lo", "network the MPI peer uses (btl_tcp_if_include), e.g. lo or 10.0.0.0/8")
-	rails := fs.String("rails", "", "rails (NICs) of every rank, as networks such as 10.77.1.0/24,10.77.2.0/24 or addresses (HETCOMM_RAILS)")
-	railPolicy := fs.String("rail-policy", "", "how messages use several rails: auto (default), single, mux, agg or muxagg")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: hetbench live [flags]
 
@@ -195,11 +187,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	if code, ok := parseFlags(fs, "live", args, false, stderr); !ok {
+		return code
 	}
 	if _, err := lf.sizes(); err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
@@ -209,6 +198,7 @@ Flags:
 		fmt.Fprintln(stderr, "hetbench live:", err)
 		return ExitUsage
 	}
+	n, transport, hosts, rsh := lc.n, lc.transport, lc.hosts, lc.rsh
 	if *n < 1 {
 		fmt.Fprintln(stderr, "hetbench live: -n must be at least 1")
 		return ExitUsage
@@ -226,29 +216,19 @@ Flags:
 		abs, _ := filepath.Abs(*timelineDir)
 		rankArgs = append(rankArgs, "-timeline", abs)
 	}
-	env := railEnv(*rails, *railPolicy)
+	env, emulated, code, ok := lc.env("live", tmp, stderr)
+	if !ok {
+		return code
+	}
 	if *model != "" {
 		abs, _ := filepath.Abs(*model)
 		env = append(env, comm.EnvModel+"="+abs)
+	} else if emulated != "" {
+		env = append(env, comm.EnvModel+"="+emulated) // plan with the emulated network
 	}
-	if *emulate != "" {
-		path, size, err := emulationFile(*emulate, tmp)
-		if err != nil {
-			fmt.Fprintln(stderr, "hetbench live: -emulate:", err)
-			return ExitUsage
-		}
-		if size != *n {
-			fmt.Fprintf(stderr, "hetbench live: -emulate %s describes %d ranks, -n is %d\n", *emulate, size, *n)
-			return ExitUsage
-		}
-		env = append(env, comm.EnvEmulate+"="+path)
-		if *model == "" {
-			env = append(env, comm.EnvModel+"="+path) // plan with the emulated network
-		}
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
-	if err := launchSelf(ctx, *n, *transport, *hosts, *rsh, env, rankArgs, stdout, stderr); err != nil {
+	if err := lc.launch(ctx, env, rankArgs, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
 		return ExitError
 	}

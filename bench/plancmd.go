@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,15 +42,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hetbench plan: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if code, ok := parseFlags(fs, "plan", args, false, stderr); !ok {
+		return code
 	}
 	var r io.Reader = os.Stdin
 	if *in != "-" {

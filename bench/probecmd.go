@@ -3,14 +3,11 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/hetcomm/hetcomm/collective"
@@ -38,14 +35,9 @@ type ModelFile struct {
 func ProbeCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	n := fs.Int("n", 4, "number of ranks")
-	transport := fs.String("transport", "tcp", "transport: tcp, quic, udp or tls")
-	hosts := fs.String("hosts", "", "comma-separated hosts for the ranks (default: all local)")
-	rsh := fs.String("rsh", "ssh", "agent for --hosts, called as AGENT HOST COMMAND")
+	var lc launchFlags
+	lc.register(fs, ": each is probed", "rail policy the top-level costs sum the rails up under (default auto)")
 	out := fs.String("out", "", "write the model JSON here")
-	emulate := fs.String("emulate", "", "emulate a network in user space: a model JSON or a netlab topology (rates and latencies per pair)")
-	rails := fs.String("rails", "", "rails (NICs) of every rank, as networks such as 10.77.1.0/24,10.77.2.0/24 or addresses (HETCOMM_RAILS): each is probed")
-	railPolicy := fs.String("rail-policy", "", "rail policy the top-level costs sum the rails up under (default auto)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: hetbench probe [flags]
 
@@ -58,13 +50,10 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	if code, ok := parseFlags(fs, "probe", args, false, stderr); !ok {
+		return code
 	}
-	if *n < 2 {
+	if *lc.n < 2 {
 		fmt.Fprintln(stderr, "hetbench probe: needs at least 2 ranks")
 		return ExitUsage
 	}
@@ -72,28 +61,20 @@ Flags:
 	if *out != "" {
 		outAbs, _ = filepath.Abs(*out)
 	}
-	env := append([]string{comm.EnvProbe + "=full"}, railEnv(*rails, *railPolicy)...)
-	if *emulate != "" {
-		tmp, err := os.MkdirTemp("", "hetbench-probe-")
-		if err != nil {
-			fmt.Fprintln(stderr, "hetbench probe:", err)
-			return ExitError
-		}
-		defer os.RemoveAll(tmp)
-		path, size, err := emulationFile(*emulate, tmp)
-		if err != nil {
-			fmt.Fprintln(stderr, "hetbench probe: -emulate:", err)
-			return ExitUsage
-		}
-		if size != *n {
-			fmt.Fprintf(stderr, "hetbench probe: -emulate %s describes %d ranks, -n is %d\n", *emulate, size, *n)
-			return ExitUsage
-		}
-		env = append(env, comm.EnvEmulate+"="+path)
+	tmp, err := os.MkdirTemp("", "hetbench-probe-")
+	if err != nil {
+		fmt.Fprintln(stderr, "hetbench probe:", err)
+		return ExitError
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer os.RemoveAll(tmp)
+	env, _, code, ok := lc.env("probe", tmp, stderr)
+	if !ok {
+		return code
+	}
+	env = append(env, comm.EnvProbe+"=full")
+	ctx, stop := interruptContext()
 	defer stop()
-	if err := launchSelf(ctx, *n, *transport, *hosts, *rsh, env, []string{"probe-rank", "-out", outAbs}, stdout, stderr); err != nil {
+	if err := lc.launch(ctx, env, []string{"probe-rank", "-out", outAbs}, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "hetbench probe:", err)
 		return ExitError
 	}
@@ -198,14 +179,3 @@ func PrintModel(w io.Writer, res *netprobe.Result) {
 	}
 }
 
-// railEnv is the environment that gives every rank rails and a policy.
-func railEnv(rails, policy string) []string {
-	var env []string
-	if rails != "" {
-		env = append(env, comm.EnvRails+"="+rails)
-	}
-	if policy != "" {
-		env = append(env, comm.EnvRailPolicy+"="+policy)
-	}
-	return env
-}

@@ -140,15 +140,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hetbench synthetic: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if code, ok := parseFlags(fs, "synthetic", args, false, stderr); !ok {
+		return code
 	}
 	o.Seed = *seed
 	o.SlowDelay = *slowDelay
