@@ -178,4 +178,3 @@ func PrintModel(w io.Writer, res *netprobe.Result) {
 			m.RecvOverhead[i].Const*1e6, m.RecvOverhead[i].PerByte*1e9, res.Offsets[i]*1e6)
 	}
 }
-
