@@ -367,14 +367,7 @@ func (c *Comm) executePlan(k *coll, plan *collective.Plan, send, recv, bufs [][]
 				tl.sends = append(tl.sends, ev)
 				continue
 			}
-			key := slotKey{slotCTS, g, ctxID, k.tag, 0}
-			s := w.getSlot(key, nil)
-			err := w.await(k.ctx, s.ch, g, c)
-			if err == nil {
-				err = s.err
-			}
-			w.dropSlot(key)
-			if err != nil {
+			if err := w.awaitSlot(k.ctx, slotKey{slotCTS, g, ctxID, k.tag, 0}, c); err != nil {
 				return err
 			}
 			ev.start = time.Now()

@@ -1343,26 +1343,21 @@ func (w *world) markGone(peer int, why error, notify, graceful bool) {
 	rerr := &RankError{Op: "", Rank: peer, Err: why}
 	for ctxID, q := range w.queues {
 		c := w.commOfCtx(ctxID)
-		keep := q.posted[:0]
-		for _, r := range q.posted {
-			if r.src == peer || !graceful && r.src == anySource && c != nil && c.hasWorldRank(peer) {
-				r.err = rerr
-				close(r.done)
-				continue
+		// Receives and probes from the peer fail; from any source too
+		// when the peer failed and belongs to the communicator.
+		fail := func(list []*recvReq) []*recvReq {
+			keep := list[:0]
+			for _, r := range list {
+				if r.src == peer || !graceful && r.src == anySource && c != nil && c.hasWorldRank(peer) {
+					r.err = rerr
+					close(r.done)
+					continue
+				}
+				keep = append(keep, r)
 			}
-			keep = append(keep, r)
+			return keep
 		}
-		q.posted = keep
-		keepP := q.probes[:0]
-		for _, r := range q.probes {
-			if r.src == peer || !graceful && r.src == anySource && c != nil && c.hasWorldRank(peer) {
-				r.err = rerr
-				close(r.done)
-				continue
-			}
-			keepP = append(keepP, r)
-		}
-		q.probes = keepP
+		q.posted, q.probes = fail(q.posted), fail(q.probes)
 	}
 	for k, s := range w.slots {
 		if k.peer == peer && !s.done {
@@ -1636,6 +1631,17 @@ func (w *world) getSlot(k slotKey, buf []byte) *slot {
 		s.buf = buf
 	}
 	return s
+}
+
+// awaitSlot waits for slot k (peer's grant or payload) as await does,
+// returns its error, and forgets it.
+func (w *world) awaitSlot(ctx context.Context, k slotKey, c *Comm) error {
+	s := w.getSlot(k, nil)
+	defer w.dropSlot(k)
+	if err := w.await(ctx, s.ch, k.peer, c); err != nil {
+		return err
+	}
+	return s.err
 }
 
 // dropSlot forgets a slot once its waiter is done with it.
