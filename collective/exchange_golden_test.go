@@ -1,8 +1,6 @@
 package collective
 
 import (
-	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/ instead of comparing with them")
 
 // TestExchangeGolden plans every testdata/exchange/*.problem.json with every
 // total-exchange planner and compares the plan JSON with
@@ -32,23 +28,10 @@ func TestExchangeGolden(t *testing.T) {
 				p, err := Solve(pr, algo, Options{})
 				require.NoError(t, err)
 				require.NoError(t, ValidatePlan(pr, p))
-				got, err := json.MarshalIndent(p, "", "  ")
-				require.NoError(t, err)
-				got = append(got, '\n')
-				golden := filepath.Join("testdata", "exchange", name+"."+string(algo)+".plan.json")
-				if *update {
-					require.NoError(t, os.WriteFile(golden, got, 0o644))
-					return
-				}
-				want, err := os.ReadFile(golden)
-				require.NoError(t, err, "missing golden file: run go test -run TestExchangeGolden -update")
-				require.Equal(t, string(want), string(got))
 				// The golden plan decodes to the same plan, and the
 				// simulator agrees with it.
-				var q Plan
-				require.NoError(t, json.Unmarshal(want, &q))
-				require.Equal(t, *p, q)
-				s, err := SimulatePlan(pr, &q)
+				q := goldenPlan(t, p, filepath.Join("testdata", "exchange", name+"."+string(algo)+".plan.json"))
+				s, err := SimulatePlan(pr, q)
 				require.NoError(t, err)
 				require.Equal(t, q.Predicted, s.Predicted)
 			})
