@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-
 // mcRandomModel returns a random model of n nodes in one of several styles:
 // small integers (many exact ties, the hardest case for tie-breaking), the
 // paper's section 7 ranges, all zero, a latency + bandwidth model, and
