@@ -14,6 +14,7 @@ import (
 
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
@@ -46,35 +47,10 @@ func shapedWorld(t *testing.T, n int, rate func(i, j int) float64, delay func(i,
 			}
 		}
 	}
-	comms := make([]*comm.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			comms[r], errs[r] = comm.Init(context.Background(), &comm.Config{
-				Bootstrap:   &comm.Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte("probe test secret 0123456789"), Job: t.Name(), Transport: "mem", Timeout: time.Minute},
-				Network:     netw,
-				Probe:       mode,
-				CacheDir:    cacheDir,
-				ProbeConfig: probeCfg,
-			})
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
-	t.Cleanup(func() {
-		var wg sync.WaitGroup
-		for _, c := range comms {
-			wg.Add(1)
-			go func(c *comm.Comm) { defer wg.Done(); c.Close() }(c)
-		}
-		wg.Wait()
+	return commtest.Start(t, n, netw, func(_ int, c *comm.Config) {
+		c.Bootstrap.Job, c.Bootstrap.Timeout = t.Name(), time.Minute // the cache tests start the same job twice
+		c.Probe, c.CacheDir, c.ProbeConfig = mode, cacheDir, probeCfg
 	})
-	return comms
 }
 
 func TestProbeShapedMemNetwork(t *testing.T) {

@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 	"github.com/hetcomm/hetcomm/taskmap"
 	"github.com/hetcomm/hetcomm/taskmap/taskrun"
-	"github.com/hetcomm/hetcomm/transport"
 	"github.com/stretchr/testify/require"
 )
 
@@ -72,30 +71,10 @@ func dot(a, x []float64, b, i, j int) float64 {
 // residual.
 func TestFactorOnRanks(t *testing.T) {
 	const n = 3
-	netw := transport.NewMemNetwork(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	comms := make([]*comm.Comm, n)
-	errs := make([]error, n)
-	job := fmt.Sprint("lu-dag-", time.Now().UnixNano())
+	comms := commtest.Start(t, n, nil, nil)
 	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			comms[r], errs[r] = comm.Init(ctx, &comm.Config{Network: netw, Bootstrap: &comm.Bootstrap{Rank: r, Size: n, Coord: "c",
-				Job: job, Transport: "mem", Secret: []byte("lu-dag test secret of 32 bytes.."), Timeout: 20 * time.Second}})
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
-	defer func() {
-		for _, c := range comms {
-			go c.Close()
-		}
-	}()
 	for _, pace := range []time.Duration{0, time.Millisecond} {
 		for _, a := range []taskmap.Algorithm{taskmap.Static, taskmap.GS, taskmap.CD} {
 			o := &options{tiles: 4, b: 16, seed: 7, pace: pace, adapt: true}
