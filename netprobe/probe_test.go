@@ -217,33 +217,12 @@ func TestProbeEmulatedTCP(t *testing.T) {
 	require.NoError(t, err)
 	coord := l.Addr().String()
 	l.Close()
-	comms := make([]*comm.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			comms[r], errs[r] = comm.Init(context.Background(), &comm.Config{
-				Bootstrap:   &comm.Bootstrap{Rank: r, Size: n, Coord: coord, Secret: []byte("emulation test secret 0123456789"), Transport: "tcp", Timeout: time.Minute, Emulate: path},
-				Probe:       netprobe.ModeFull,
-				CacheDir:    dir,
-				ProbeConfig: probeCfg,
-			})
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
-	defer func() {
-		var wg sync.WaitGroup
-		for _, c := range comms {
-			wg.Add(1)
-			go func(c *comm.Comm) { defer wg.Done(); c.Close() }(c)
-		}
-		wg.Wait()
-	}()
+	comms := commtest.Start(t, n, nil, func(_ int, c *comm.Config) {
+		c.Network = nil // real TCP links, shaped in user space
+		b := c.Bootstrap
+		b.Coord, b.Transport, b.Timeout, b.Emulate = coord, "tcp", time.Minute, path
+		c.Probe, c.CacheDir, c.ProbeConfig = netprobe.ModeFull, dir, probeCfg
+	})
 	m := comms[0].Model()
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {

@@ -20,7 +20,8 @@ const Secret = "commtest secret of at least 32 bytes"
 // network when nil) and returns their world communicators, closed when
 // the test ends. Each rank's config has the bootstrap filled in (mem
 // transport, a job of its own, a 20 s timeout) and then goes through tweak,
-// if set. It fails the test, naming the rank, if a rank cannot start.
+// if set, which may change anything (a nil Network and a tcp transport with
+// a Coord run the ranks over real sockets). It fails the test, naming the rank, if a rank cannot start.
 func Start(t testing.TB, n int, netw transport.Network, tweak func(rank int, c *comm.Config)) []*comm.Comm {
 	t.Helper()
 	if netw == nil {
