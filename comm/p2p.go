@@ -200,6 +200,19 @@ func (c *Comm) checkPeer(op, arg string, r int, wildcard bool) error {
 	return nil
 }
 
+// checkRecv checks the arguments of a receive or probe: an open
+// communicator, src a rank of it, AnySource or ProcNull, and tag a valid
+// tag or AnyTag.
+func (c *Comm) checkRecv(op string, src, tag int) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if err := c.checkPeer(op, "src", src, true); err != nil {
+		return err
+	}
+	return checkTag(op, tag, true)
+}
+
 func checkTag(op string, tag int, wildcard bool) error {
 	if wildcard && tag == AnyTag {
 		return nil
@@ -259,13 +272,7 @@ func (c *Comm) RecvInto(ctx context.Context, buf []byte, src, tag int) ([]byte, 
 }
 
 func (c *Comm) recv(ctx context.Context, src, tag int, buf []byte) ([]byte, Status, error) {
-	if err := c.check("recv"); err != nil {
-		return nil, Status{}, err
-	}
-	if err := c.checkPeer("recv", "src", src, true); err != nil {
-		return nil, Status{}, err
-	}
-	if err := checkTag("recv", tag, true); err != nil {
+	if err := c.checkRecv("recv", src, tag); err != nil {
 		return nil, Status{}, err
 	}
 	if src == ProcNull {
@@ -370,13 +377,7 @@ func (c *Comm) Isend(ctx context.Context, dst, tag int, data []byte) *Request {
 // Irecv starts receiving a message from src (or AnySource) with tag (or
 // AnyTag). It is matched, in order, as if Recv had been called now.
 func (c *Comm) Irecv(ctx context.Context, src, tag int) *Request {
-	if err := c.check("irecv"); err != nil {
-		return doneRequest(err)
-	}
-	if err := c.checkPeer("irecv", "src", src, true); err != nil {
-		return doneRequest(err)
-	}
-	if err := checkTag("irecv", tag, true); err != nil {
+	if err := c.checkRecv("irecv", src, tag); err != nil {
 		return doneRequest(err)
 	}
 	if src == ProcNull {
@@ -419,8 +420,7 @@ func (c *Comm) sendrecv(ctx context.Context, send []byte, dst, sendTag int, buf 
 		c.check("sendrecv"),
 		c.checkPeer("sendrecv", "dst", dst, false),
 		checkTag("sendrecv", sendTag, false),
-		c.checkPeer("sendrecv", "src", src, true),
-		checkTag("sendrecv", recvTag, true),
+		c.checkRecv("sendrecv", src, recvTag),
 	} {
 		if err != nil {
 			return nil, Status{}, err
@@ -438,13 +438,7 @@ func (c *Comm) sendrecv(ctx context.Context, send []byte, dst, sendTag int, buf 
 // Probe waits until a message from src (or AnySource) with tag (or AnyTag)
 // can be received and returns its status without receiving it.
 func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
-	if err := c.check("probe"); err != nil {
-		return Status{}, err
-	}
-	if err := c.checkPeer("probe", "src", src, true); err != nil {
-		return Status{}, err
-	}
-	if err := checkTag("probe", tag, true); err != nil {
+	if err := c.checkRecv("probe", src, tag); err != nil {
 		return Status{}, err
 	}
 	if src == ProcNull {
@@ -474,13 +468,7 @@ func (c *Comm) Probe(ctx context.Context, src, tag int) (Status, error) {
 // Iprobe reports whether a message from src (or AnySource) with tag (or
 // AnyTag) can be received now, and its status.
 func (c *Comm) Iprobe(src, tag int) (bool, Status, error) {
-	if err := c.check("iprobe"); err != nil {
-		return false, Status{}, err
-	}
-	if err := c.checkPeer("iprobe", "src", src, true); err != nil {
-		return false, Status{}, err
-	}
-	if err := checkTag("iprobe", tag, true); err != nil {
+	if err := c.checkRecv("iprobe", src, tag); err != nil {
 		return false, Status{}, err
 	}
 	if src == ProcNull {
