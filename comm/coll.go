@@ -223,10 +223,8 @@ func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error)
 			dones = append(dones, done)
 		}
 	}
-	for _, d := range dones {
-		if err := d(); err != nil {
-			return nil, k.err(err)
-		}
+	if err := finishAll(dones); err != nil {
+		return nil, k.err(err)
 	}
 	return data, nil
 }
@@ -331,10 +329,8 @@ func (c *Comm) scatter(ctx context.Context, root int, parts [][]byte, equal bool
 		}
 		dones = append(dones, done)
 	}
-	for _, d := range dones {
-		if err := d(); err != nil {
-			return nil, k.err(err)
-		}
+	if err := finishAll(dones); err != nil {
+		return nil, k.err(err)
 	}
 	return append([]byte{}, parts[root]...), nil
 }
@@ -426,10 +422,8 @@ func (k *coll) exchange(own []byte, msg func(r int) []byte) ([][]byte, error) {
 			return nil, err
 		}
 	}
-	for _, d := range dones {
-		if err := d(); err != nil {
-			return nil, err
-		}
+	if err := finishAll(dones); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -448,4 +442,15 @@ func getInt64s(b []byte) []int64 {
 		xs[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
 	}
 	return xs
+}
+
+// finishAll waits for every started send, in order, and returns the first
+// error.
+func finishAll(dones []func() error) error {
+	for _, d := range dones {
+		if err := d(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -201,12 +201,7 @@ func (c *Comm) runMulticast(k *coll, plan *collective.Plan, pat *collective.Mult
 			}
 		}
 	}
-	for _, d := range dones {
-		if err := d(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return finishAll(dones)
 }
 
 func (c *Comm) multicastRecv(k *coll, plan *collective.Plan, pat *collective.Multicast, ti int, have [][]byte, tl *multicastTimeline) error {
