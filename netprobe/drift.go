@@ -1,13 +1,18 @@
 package netprobe
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Drift watches the rates a rank observes on its incoming links during
 // collectives and proposes model updates when they drift from the model
 // (the total-exchange paper's section 6.3: adapt when the network changes).
 // Once MinSamples observations in a row find a source's rate off the
-// model's by more than Threshold (relative), it proposes their
-// exponentially weighted average.
+// model's by more than Threshold (relative), it proposes the median of
+// that run's most recent observations: one sample that straddled the
+// change (half at the old rate, half at the new) does not pull the
+// proposal towards the old rate.
 // It is pure: the caller feeds it observations and applies proposals.
 type Drift struct {
 	// Threshold is the relative difference that counts as drift
@@ -15,8 +20,6 @@ type Drift struct {
 	Threshold float64
 	// MinSamples is how many observations a proposal needs.
 	MinSamples int
-	// Alpha is the weight of a new observation in the average.
-	Alpha float64
 	// MinBytes and MinSeconds ignore transfers too small or too short to
 	// measure a rate.
 	MinBytes   int64
@@ -26,14 +29,15 @@ type Drift struct {
 }
 
 type driftLink struct {
-	avg float64
-	n   int
+	// rates of the current run of drifted observations, the most recent
+	// MinSamples of them
+	rates []float64
 }
 
 // NewDrift returns a detector with the documented defaults: 30%, 3
-// samples, alpha 0.5, transfers of at least 256 KiB and 5 ms.
+// samples, transfers of at least 256 KiB and 5 ms.
 func NewDrift() *Drift {
-	return &Drift{Threshold: 0.3, MinSamples: 3, Alpha: 0.5, MinBytes: 256 << 10, MinSeconds: 0.005}
+	return &Drift{Threshold: 0.3, MinSamples: 3, MinBytes: 256 << 10, MinSeconds: 0.005}
 }
 
 // Observe records that bytes from src arrived in seconds (from the first
@@ -54,17 +58,15 @@ func (d *Drift) Observe(src int, bytes int64, seconds, model float64) {
 		d.links[src] = l
 	}
 	if math.Abs(rate/model-1) <= d.Threshold {
-		l.n = 0 // an observation that agrees with the model resets the count
+		l.rates = l.rates[:0] // an observation that agrees with the model ends the run
 		return
 	}
-	// The average covers the current run of drifted observations only:
-	// the rate the link has now, not a blend with what it had before.
-	if l.n == 0 {
-		l.avg = rate
-	} else {
-		l.avg = d.Alpha*rate + (1-d.Alpha)*l.avg
+	// Only the current run of drifted observations counts: the rate the
+	// link has now, not a blend with what it had before.
+	l.rates = append(l.rates, rate)
+	if k := max(d.MinSamples, 1); len(l.rates) > k {
+		l.rates = slices.Delete(l.rates, 0, len(l.rates)-k)
 	}
-	l.n++
 }
 
 // Proposals returns, per source whose rate drifted, the rate to put in the
@@ -73,8 +75,8 @@ func (d *Drift) Observe(src int, bytes int64, seconds, model float64) {
 func (d *Drift) Proposals() map[int]float64 {
 	out := map[int]float64{}
 	for src, l := range d.links {
-		if l.n >= d.MinSamples {
-			out[src] = l.avg
+		if len(l.rates) > 0 && len(l.rates) >= d.MinSamples {
+			out[src] = median(l.rates)
 			delete(d.links, src)
 		}
 	}

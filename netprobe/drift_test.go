@@ -66,3 +66,19 @@ func TestDriftProposesTheNewRate(t *testing.T) {
 	d.Observe(2, 3e6, 1.0, model)
 	require.Empty(t, d.Proposals())
 }
+
+// One observation that straddled the change (part old rate, part new) does
+// not pull the proposal away from the new rate.
+func TestDriftIgnoresATransitionSample(t *testing.T) {
+	d := NewDrift()
+	const model = 6e6
+	d.Observe(1, 4e6, 1.0, model) // straddled: 4 MB/s, already drifted
+	d.Observe(1, 2.5e6, 1.0, model)
+	d.Observe(1, 2.6e6, 1.0, model)
+	require.Equal(t, map[int]float64{1: 2.6e6}, d.Proposals())
+	// A long run proposes from its most recent MinSamples observations.
+	for _, r := range []float64{1e6, 1e6, 3e6, 3e6, 3.1e6} {
+		d.Observe(2, int64(r), 1.0, model)
+	}
+	require.Equal(t, map[int]float64{2: 3e6}, d.Proposals())
+}

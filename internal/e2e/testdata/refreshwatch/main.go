@@ -1,9 +1,12 @@
 // Command refreshwatch idles with the background model refresher on (run
 // it under hetrun --refresh) until every link from rank -src has moved
 // away from the start-up model by more than the drift threshold, or -for
-// has passed. Every -tick it runs a tiny Alltoallv, which moves no bulk
-// data (so it observes no rate) but spreads the refresher's proposals.
-// Rank 0 prints the start-up and the final bandwidth matrices as JSON.
+// has passed, and then for -settle more, so that a first proposal that was
+// off can be corrected by the next one. Every -tick it runs a tiny
+// Alltoallv, which moves no bulk data (so it observes no rate) but spreads
+// the refresher's proposals.
+// Rank 0 prints when the links had moved (seconds after start-up, -1 if
+// never) and the start-up and final bandwidth matrices as JSON.
 package main
 
 import (
@@ -22,14 +25,15 @@ func main() {
 	share := flag.Float64("share", 0.2, "Config.RefreshShare")
 	wait := flag.Duration("for", time.Minute, "give up after this long")
 	tick := flag.Duration("tick", 500*time.Millisecond, "interval of the tiny Alltoallv")
+	settle := flag.Duration("settle", 5*time.Second, "keep the refresher running this long after the links moved")
 	flag.Parse()
-	if err := run(*src, *share, *wait, *tick); err != nil {
+	if err := run(*src, *share, *wait, *tick, *settle); err != nil {
 		fmt.Fprintln(os.Stderr, "refreshwatch:", err)
 		os.Exit(1)
 	}
 }
 
-func run(src int, share float64, wait, tick time.Duration) error {
+func run(src int, share float64, wait, tick, settle time.Duration) error {
 	ctx := context.Background()
 	c, err := comm.Init(ctx, &comm.Config{RefreshShare: share})
 	if err != nil {
@@ -42,6 +46,7 @@ func run(src int, share float64, wait, tick time.Duration) error {
 	}
 	initial := c.Model()
 	start := time.Now()
+	var moved time.Time // when every watched link had moved; zero before
 	for {
 		time.Sleep(tick)
 		send := make([][]byte, n)
@@ -60,6 +65,14 @@ func run(src int, share float64, wait, tick time.Duration) error {
 				done = 0
 			}
 		}
+		if done == 1 && c.Rank() == 0 {
+			if moved.IsZero() {
+				moved = time.Now()
+			}
+			if time.Since(moved) < settle {
+				done = 0
+			}
+		}
 		if time.Since(start) > wait {
 			done = 1
 		}
@@ -72,8 +85,12 @@ func run(src int, share float64, wait, tick time.Duration) error {
 		}
 	}
 	if c.Rank() == 0 {
+		learned := -1.0 // the links never moved
+		if !moved.IsZero() {
+			learned = moved.Sub(start).Seconds()
+		}
 		out, err := json.Marshal(map[string]any{
-			"seconds": time.Since(start).Seconds(),
+			"seconds": learned,
 			"initial": initial.Bandwidth,
 			"final":   c.Model().Bandwidth,
 		})
