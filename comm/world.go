@@ -132,8 +132,9 @@ type world struct {
 	// activity counts the messages sent and received other than the
 	// refresher's and heartbeats (refresh.go).
 	activity atomic.Int64
-	probing  atomic.Bool // a probe (start-up or Reprobe) runs
-	refresh  *refresher  // nil unless Config.Refresh
+	probing  atomic.Bool  // a probe (start-up or Reprobe) runs
+	lowWater atomic.Int64 // the links' receive low-water mark (transport.Config.LowWater)
+	refresh  *refresher   // nil unless Config.Refresh
 
 	epoch     time.Time // timeline clock origin
 	quit      chan struct{}
@@ -276,8 +277,21 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 // its container's share, or the GOMAXPROCS variable).
 var startProcs = runtime.GOMAXPROCS(0)
 
-// shareCPUs sets GOMAXPROCS as Config.CPUs says.
+// oversubscribedLowWater is the links' receive low-water mark when the
+// world's processes outnumber their host's cores: a reader waiting for a
+// large payload is woken once this much of it has arrived, not at every
+// segment, and leaves the core to the processes that have work (4 ranks
+// on 2 cores: a 1 MiB Alltoallv 20% faster). With a core each, early
+// wake-ups let the reader copy while the sender writes, so the mark stays
+// off.
+const oversubscribedLowWater = 256 << 10
+
+// shareCPUs sets GOMAXPROCS as Config.CPUs says, and the links' receive
+// low-water mark when the host's processes outnumber its cores.
 func (w *world) shareCPUs() {
+	if localProcesses(w.dir.Peers, w.rank) > runtime.NumCPU() {
+		w.lowWater.Store(oversubscribedLowWater)
+	}
 	if w.cfg.CPUs < 0 || (w.cfg.CPUs == 0 && os.Getenv("GOMAXPROCS") != "") {
 		return
 	}
@@ -640,6 +654,9 @@ func (w *world) transportConfig() (transport.Config, error) {
 	sum := sha256.Sum256(append([]byte("hetcomm job secret\x00"), w.boot.Secret...))
 	t.Secret = sum[:]
 	t.Alloc = w.alloc
+	if t.LowWater == nil {
+		t.LowWater = func() int { return int(w.lowWater.Load()) }
+	}
 	return t, t.Validate()
 }
 

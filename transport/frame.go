@@ -139,11 +139,20 @@ type frameReader struct {
 }
 
 // drainThenRaw reads n bytes from r (what r has buffered), then from raw.
+// With lowat and mark set, it asks the stream to wake a reader that waits
+// for the rest of a large payload only once mark() bytes of it have
+// arrived (Config.LowWater).
 type drainThenRaw struct {
-	r   *bufio.Reader
-	n   int
-	raw io.Reader
+	r     *bufio.Reader
+	n     int
+	raw   io.Reader
+	lowat func(int) // sets the stream's receive low-water mark; may be nil
+	mark  func() int
+	cur   int // the low-water mark set; 0 or 1: the default
 }
+
+// lowatMin is the least low-water mark worth a system call.
+const lowatMin = 64 << 10
 
 func (d *drainThenRaw) Read(p []byte) (int, error) {
 	if d.n > 0 {
@@ -151,7 +160,27 @@ func (d *drainThenRaw) Read(p []byte) (int, error) {
 		d.n -= k
 		return k, err
 	}
+	if d.lowat != nil {
+		// len(p) is never more than what is left of the payload, so the
+		// mark never waits for bytes of a message not yet sent.
+		want := min(len(p), d.mark())
+		if want < lowatMin {
+			want = 1
+		}
+		if want != max(d.cur, 1) {
+			d.lowat(want)
+			d.cur = want
+		}
+	}
 	return d.raw.Read(p)
+}
+
+// done restores the default low-water mark after a payload.
+func (d *drainThenRaw) done() {
+	if d.cur > 1 {
+		d.lowat(1)
+	}
+	d.cur = 0
 }
 
 // readBufferSize is the read buffer of a stream link: big enough for a
@@ -161,7 +190,7 @@ func (d *drainThenRaw) Read(p []byte) (int, error) {
 const readBufferSize = 16 << 10
 
 func newFrameReader(r io.Reader, setDeadline func(time.Time) error, cfg *Config, peer int) *frameReader {
-	return &frameReader{
+	fr := &frameReader{
 		mu:          newLock(),
 		raw:         r,
 		r:           bufio.NewReaderSize(r, readBufferSize),
@@ -171,6 +200,10 @@ func newFrameReader(r io.Reader, setDeadline func(time.Time) error, cfg *Config,
 		peer:        peer,
 		alloc:       cfg.Alloc,
 	}
+	if tc, ok := r.(*net.TCPConn); ok && cfg.LowWater != nil {
+		fr.payload.lowat, fr.payload.mark = rcvLowat(tc), cfg.LowWater
+	}
+	return fr
 }
 
 // read reads one message. started reports whether any byte of it was
@@ -210,6 +243,7 @@ func (fr *frameReader) read(ctx context.Context) (m Message, started bool, err e
 			src = &fr.payload
 		}
 		m.Payload, err = readPayload(src, &h, fr.alloc)
+		fr.payload.done()
 		return err
 	})
 	return m, true, err
