@@ -9,39 +9,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/collective"
-	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
-// startShaped starts n ranks on netw with the given model (probing off).
+// startShaped starts the model's ranks on netw with the model (probing
+// off).
 func startShaped(t *testing.T, netw *transport.MemNetwork, model *collective.Model, tweak func(*Config)) []*Comm {
 	t.Helper()
-	n := model.Size()
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			cfg := &Config{
-				Bootstrap: &Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte(testSecret), Job: t.Name(), Transport: "mem", Timeout: 20 * time.Second},
-				Network:   netw,
-				Model:     model,
-				Probe:     netprobe.ModeOff,
-			}
-			if tweak != nil {
-				tweak(cfg)
-			}
-			comms[r], errs[r] = Init(context.Background(), cfg)
-		}(r)
-	}
-	wg.Wait()
-	t.Cleanup(func() { closeAll(comms) })
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
-	return comms
+	return startWorldOn(t, model.Size(), "mem", netw, func(c *Config) {
+		c.Model = model
+		if tweak != nil {
+			tweak(c)
+		}
+	})
 }
 
 // smallAlltoallv runs one world Alltoallv of a few bytes per pair: it

@@ -30,10 +30,17 @@ func freePort(t testing.TB) string {
 // communicators, closed at the end of the test.
 func startWorld(t testing.TB, n int, transportName string, tweak func(*Config)) []*Comm {
 	t.Helper()
-	var netw transport.Network
+	return startWorldOn(t, n, transportName, nil, tweak)
+}
+
+// startWorldOn is startWorld on a given mem network (nil: a new one).
+func startWorldOn(t testing.TB, n int, transportName string, netw transport.Network, tweak func(*Config)) []*Comm {
+	t.Helper()
 	coord := "coord"
 	if transportName == "mem" {
-		netw = transport.NewMemNetwork(1)
+		if netw == nil {
+			netw = transport.NewMemNetwork(1)
+		}
 	} else {
 		coord = freePort(t)
 	}
