@@ -149,7 +149,7 @@ func (g *Graph) topoOrder() ([]int, error) {
 		}
 	}
 	order := make([]int, 0, n)
-	var ready intHeap
+	ready := minHeap[int]{less: func(x, y int) bool { return x < y }} // lowest index first
 	for i := 0; i < n; i++ {
 		if indeg[i] == 0 {
 			ready.push(i)
@@ -173,46 +173,4 @@ func (g *Graph) topoOrder() ([]int, error) {
 		}
 	}
 	return order, nil
-}
-
-// intHeap is a min-heap of ints (deterministic tie-breaking by index).
-type intHeap []int
-
-func (h *intHeap) len() int { return len(*h) }
-
-func (h *intHeap) push(v int) {
-	*h = append(*h, v)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if a[p] <= a[i] {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-
-func (h *intHeap) pop() int {
-	a := *h
-	v := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	a = a[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(a) && a[l] < a[m] {
-			m = l
-		}
-		if r < len(a) && a[r] < a[m] {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		a[m], a[i] = a[i], a[m]
-		i = m
-	}
-	*h = a
-	return v
 }

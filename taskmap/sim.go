@@ -124,7 +124,7 @@ type sim struct {
 	finish   []float64
 	done     int
 	remaps   int
-	events   eventHeap
+	events   minHeap[event] // ordered by eventLess
 	obs      *Observation
 	remapper *Remapper
 	remapped []bool
@@ -140,7 +140,8 @@ func newSim(p *Problem, rt *RunTimes, a Algorithm, wrap func(int, func())) *sim 
 	s := &sim{p: p, rt: rt.values(p), algo: a, wrap: wrap, exp: values{p: p},
 		machine: make([]int, p.n), queue: make([][]int, p.m), head: make([]int, p.m),
 		running: make([]int, p.m), freeAt: append([]float64(nil), p.avail...),
-		depart: make([]float64, p.n), waiting: make([]int, p.n), obs: NewObservation(p.n)}
+		depart: make([]float64, p.n), waiting: make([]int, p.n), obs: NewObservation(p.n),
+		events: minHeap[event]{less: eventLess}}
 	s.start, s.finish = s.obs.Start, s.obs.Finish
 	for i := range s.machine {
 		s.machine[i] = -1
@@ -403,53 +404,14 @@ func GSMap(p *Problem, ready []int, free []float64, machine []int, obs *Observat
 	return out, nil
 }
 
-// eventHeap orders events by time, then completions before tries, then
+// eventLess orders events by time, then completions before tries, then
 // id, so simulations are deterministic.
-type eventHeap []event
-
-func (h eventHeap) less(a, b int) bool {
-	if h[a].t != h[b].t {
-		return h[a].t < h[b].t
+func eventLess(x, y event) bool {
+	if x.t != y.t {
+		return x.t < y.t
 	}
-	if h[a].kind != h[b].kind {
-		return h[a].kind < h[b].kind
+	if x.kind != y.kind {
+		return x.kind < y.kind
 	}
-	return h[a].id < h[b].id
-}
-
-func (h *eventHeap) len() int { return len(*h) }
-
-func (h *eventHeap) push(e event) {
-	*h = append(*h, e)
-	for i := len(*h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			break
-		}
-		(*h)[p], (*h)[i] = (*h)[i], (*h)[p]
-		i = p
-	}
-}
-
-func (h *eventHeap) pop() event {
-	a := *h
-	e := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	*h = a[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && h.less(l, m) {
-			m = l
-		}
-		if r < last && h.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		(*h)[m], (*h)[i] = (*h)[i], (*h)[m]
-		i = m
-	}
-	return e
+	return x.id < y.id
 }
