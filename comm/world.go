@@ -289,7 +289,8 @@ const oversubscribedLowWater = 256 << 10
 // shareCPUs sets GOMAXPROCS as Config.CPUs says, and the links' receive
 // low-water mark when the host's processes outnumber its cores.
 func (w *world) shareCPUs() {
-	if localProcesses(w.dir.Peers, w.rank) > runtime.NumCPU() {
+	local := localProcesses(w.dir.Peers, w.rank)
+	if local > runtime.NumCPU() {
 		w.lowWater.Store(oversubscribedLowWater)
 	}
 	if w.cfg.CPUs < 0 || (w.cfg.CPUs == 0 && os.Getenv("GOMAXPROCS") != "") {
@@ -297,7 +298,6 @@ func (w *world) shareCPUs() {
 	}
 	procs := w.cfg.CPUs
 	if procs == 0 {
-		local := localProcesses(w.dir.Peers, w.rank)
 		if local == 1 {
 			return
 		}
