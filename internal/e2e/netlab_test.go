@@ -29,6 +29,18 @@ func needLab(t *testing.T) {
 	}
 }
 
+// labAddrs returns every host's address on its NIC nic, in host order.
+func labAddrs(t *testing.T, lab *netlab.Lab, nic int) []string {
+	t.Helper()
+	var addrs []string
+	for _, h := range lab.Hosts() {
+		a, err := lab.Addr(h, nic)
+		require.NoError(t, err)
+		addrs = append(addrs, a)
+	}
+	return addrs
+}
+
 // upLab brings a shipped topology up under a test-specific name and
 // registers its teardown.
 func upLab(t *testing.T, file string) *netlab.Lab {
@@ -64,12 +76,7 @@ func TestProbeNetlab(t *testing.T) {
 	}{{"switch8.json", 0}, {"dualnic4.json", 1}, {"twoclusters.json", 0}} {
 		t.Run(topo.file, func(t *testing.T) {
 			lab := upLab(t, topo.file)
-			var hosts []string
-			for _, h := range lab.Hosts() {
-				a, err := lab.Addr(h, topo.nic)
-				require.NoError(t, err)
-				hosts = append(hosts, a)
-			}
+			hosts := labAddrs(t, lab, topo.nic)
 			var worst string
 			for attempt := 1; attempt <= 2; attempt++ {
 				model := filepath.Join(t.TempDir(), "model.json")

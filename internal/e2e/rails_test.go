@@ -20,12 +20,7 @@ import (
 // fast-NIC addresses (where the ranks run) and the two rails as networks.
 func dualNICLab(t *testing.T) (*netlab.Lab, []string, string) {
 	lab := upLab(t, "dualnic4.json")
-	var hosts []string
-	for _, h := range lab.Hosts() {
-		a, err := lab.Addr(h, 1)
-		require.NoError(t, err)
-		hosts = append(hosts, a)
-	}
+	hosts := labAddrs(t, lab, 1)
 	var rails []string
 	for nic := 0; nic < 2; nic++ {
 		a, err := lab.Addr(lab.Hosts()[0], nic)

@@ -23,12 +23,7 @@ import (
 func TestRefreshNetlab(t *testing.T) {
 	needLab(t)
 	lab := upLab(t, "dualnic4.json")
-	var hosts []string
-	for _, h := range lab.Hosts() {
-		a, err := lab.Addr(h, 0)
-		require.NoError(t, err)
-		hosts = append(hosts, a)
-	}
+	hosts := labAddrs(t, lab, 0)
 	const slowed = 20.0 // Mbit/s
 	// The probe of four ranks takes about 2 s; the re-shaping waits
 	// well beyond it.
