@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/hetcomm/hetcomm/collective"
@@ -57,18 +58,27 @@ func TestSimAlltoallQuick(t *testing.T) {
 	require.Equal(t, res.Summary, again.Summary)
 }
 
-func TestSimAlltoallCommand(t *testing.T) {
+// runSimCommand runs `hetbench sim -quick -trials TRIALS -out DIR EXP`,
+// requires it to succeed and to have written every one of files (non-empty)
+// under DIR/EXP, and returns what it printed.
+func runSimCommand(t *testing.T, exp string, trials int, files ...string) (stdout, stderr string) {
+	t.Helper()
 	dir := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	code := SimCommand([]string{"-quick", "-trials", "2", "-out", dir, "alltoall"}, &stdout, &stderr)
-	require.Equal(t, ExitOK, code, stderr.String())
-	require.Contains(t, stdout.String(), "## fig12_servers")
-	require.Contains(t, stderr.String(), "alltoall: ")
-	for _, f := range []string{"fig9_small.csv", "fig9_small.json", "fig9_small.png", "summary.csv"} {
-		st, err := os.Stat(filepath.Join(dir, "alltoall", f))
+	var out, errb bytes.Buffer
+	code := SimCommand([]string{"-quick", "-trials", strconv.Itoa(trials), "-out", dir, exp}, &out, &errb)
+	require.Equal(t, ExitOK, code, errb.String())
+	for _, f := range files {
+		st, err := os.Stat(filepath.Join(dir, exp, f))
 		require.NoError(t, err)
-		require.Positive(t, st.Size())
+		require.Positive(t, st.Size(), f)
 	}
+	return out.String(), errb.String()
+}
+
+func TestSimAlltoallCommand(t *testing.T) {
+	stdout, stderr := runSimCommand(t, "alltoall", 2, "fig9_small.csv", "fig9_small.json", "fig9_small.png", "summary.csv")
+	require.Contains(t, stdout, "## fig12_servers")
+	require.Contains(t, stderr, "alltoall: ")
 }
 
 func TestAlltoallPatterns(t *testing.T) {

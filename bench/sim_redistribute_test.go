@@ -61,11 +61,7 @@ func TestSimRedistributeQuick(t *testing.T) {
 }
 
 func TestSimRedistributeCommand(t *testing.T) {
-	var out, errb bytes.Buffer
-	dir := t.TempDir()
-	code := SimCommand([]string{"-quick", "-trials", "5", "-out", dir, "redistribute"}, &out, &errb)
-	require.Equal(t, ExitOK, code, errb.String())
-	require.Contains(t, out.String(), "## fig8_large_weights")
-	require.Contains(t, out.String(), "5 random graphs per point")
-	require.FileExists(t, filepath.Join(dir, "redistribute", "fig7_small_weights.png"))
+	stdout, _ := runSimCommand(t, "redistribute", 5, "fig7_small_weights.png")
+	require.Contains(t, stdout, "## fig8_large_weights")
+	require.Contains(t, stdout, "5 random graphs per point")
 }
