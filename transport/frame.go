@@ -75,6 +75,11 @@ func interruptible(ctx context.Context, set func(time.Time) error, op func() err
 	return err
 }
 
+// vectorWriter is a stream that writes several buffers in one system call.
+type vectorWriter interface {
+	writeVec(bufs [][]byte) (int64, error)
+}
+
 // frameWriter writes framed messages to a byte stream.
 type frameWriter struct {
 	mu          lock
@@ -102,6 +107,13 @@ func (fw *frameWriter) write(ctx context.Context, h *Header, payload []byte) (in
 			m := copy(fw.buf[HeaderSize:], payload)
 			k, err := fw.w.Write(fw.buf[:HeaderSize+m])
 			n = int64(k)
+			return err
+		}
+		if vw, ok := fw.w.(vectorWriter); ok {
+			fw.arr[0], fw.arr[1] = fw.buf[:HeaderSize], payload
+			k, err := vw.writeVec(fw.arr[:])
+			fw.arr[0], fw.arr[1] = nil, nil
+			n = k
 			return err
 		}
 		if fw.vectored {
@@ -200,7 +212,7 @@ func newFrameReader(r io.Reader, setDeadline func(time.Time) error, cfg *Config,
 		peer:        peer,
 		alloc:       cfg.Alloc,
 	}
-	if tc, ok := r.(*net.TCPConn); ok && cfg.LowWater != nil {
+	if tc := tcpConn(r); tc != nil && cfg.LowWater != nil {
 		fr.payload.lowat, fr.payload.mark = rcvLowat(tc), cfg.LowWater
 	}
 	return fr
@@ -247,6 +259,17 @@ func (fr *frameReader) read(ctx context.Context) (m Message, started bool, err e
 		return err
 	})
 	return m, true, err
+}
+
+// tcpConn returns the TCP connection under r, if it is one.
+func tcpConn(r io.Reader) *net.TCPConn {
+	switch c := r.(type) {
+	case *net.TCPConn:
+		return c
+	case interface{ tcp() *net.TCPConn }:
+		return c.tcp()
+	}
+	return nil
 }
 
 // readPayload reads h.Len bytes from r into the buffer chosen by alloc, or

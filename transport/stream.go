@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -37,14 +38,20 @@ var _ Link = (*streamLink)(nil)
 
 // newStreamLink wraps an authenticated connection.
 func newStreamLink(kind Kind, conn net.Conn, cfg *Config, peer int) *streamLink {
-	_, vectored := conn.(*net.TCPConn)
+	var rw io.ReadWriter = conn
+	tc, vectored := conn.(*net.TCPConn)
+	if vectored {
+		if raw := rawStream(tc); raw != nil {
+			rw = raw
+		}
+	}
 	return &streamLink{
 		kind: kind,
 		conn: conn,
 		cfg:  cfg,
 		peer: peer,
-		w:    newFrameWriter(conn, conn.SetWriteDeadline, vectored),
-		r:    newFrameReader(conn, conn.SetReadDeadline, cfg, peer),
+		w:    newFrameWriter(rw, conn.SetWriteDeadline, vectored),
+		r:    newFrameReader(rw, conn.SetReadDeadline, cfg, peer),
 		c:    newCloser(),
 	}
 }

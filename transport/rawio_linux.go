@@ -1,0 +1,134 @@
+package transport
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// rawTCP reads and writes a TCP connection with raw system calls
+// (syscall.RawSyscall) on its non-blocking socket, still waiting for
+// readiness through the runtime's poller.
+//
+// Why: a Go system call that lasts longer than the scheduler's 20 us tick
+// (copying a large payload into or out of a socket often does) makes the
+// runtime hand the calling thread's P to another thread, wake a thread for
+// it, and park the caller's thread when the call returns. With several
+// ranks on few cores (four on two here) those hand-offs and the monitor's
+// wake-ups every 20 us compete with the ranks themselves for the CPU. A
+// raw call on a non-blocking socket never blocks (it returns EAGAIN, and
+// the goroutine then parks in the poller as usual), so it can keep its P
+// for the few tens of microseconds a copy takes.
+type rawTCP struct {
+	*net.TCPConn
+	rc  syscall.RawConn
+	iov []syscall.Iovec
+}
+
+// rawStream wraps tc, or returns nil if its descriptor is not reachable.
+func rawStream(tc *net.TCPConn) io.ReadWriter {
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return &rawTCP{TCPConn: tc, rc: rc}
+}
+
+// ioSync tells the race detector what the kernel guarantees: bytes read
+// from a socket were written before. syscall.Read and syscall.Write say it
+// with the detector's own annotations, which raw calls skip; an atomic
+// add before every write and a load after every read say the same.
+var ioSync atomic.Uint64
+
+func (c *rawTCP) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n uintptr
+	var errno syscall.Errno
+	err := c.rc.Read(func(fd uintptr) bool {
+		for {
+			n, _, errno = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch errno {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			}
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", errno)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	ioSync.Load()
+	return int(n), nil
+}
+
+func (c *rawTCP) Write(p []byte) (int, error) {
+	n, err := c.writeVec([][]byte{p})
+	return int(n), err
+}
+
+// iovMax bounds the buffers one writev takes (the kernel's IOV_MAX).
+const iovMax = 1024
+
+// writeVec writes every byte of bufs, in as few writev calls as the
+// socket buffer allows.
+func (c *rawTCP) writeVec(bufs [][]byte) (int64, error) {
+	var total int64
+	var errno syscall.Errno
+	ioSync.Add(1)
+	err := c.rc.Write(func(fd uintptr) bool {
+		for {
+			iov := c.iov[:0]
+			for _, b := range bufs {
+				if len(b) > 0 && len(iov) < iovMax {
+					v := syscall.Iovec{Base: &b[0]}
+					v.SetLen(len(b))
+					iov = append(iov, v)
+				}
+			}
+			c.iov = iov
+			if len(iov) == 0 {
+				return true
+			}
+			var n uintptr
+			n, _, errno = syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+			switch errno {
+			case 0:
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				errno = 0
+				return false
+			default:
+				return true
+			}
+			total += int64(n)
+			for n > 0 && len(bufs) > 0 {
+				k := min(int(n), len(bufs[0]))
+				bufs[0] = bufs[0][k:]
+				n -= uintptr(k)
+				if len(bufs[0]) == 0 {
+					bufs = bufs[1:]
+				}
+			}
+		}
+	})
+	clear(c.iov[:cap(c.iov)]) // hold no payload alive
+	if err == nil && errno != 0 {
+		err = &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("writev", errno)}
+	}
+	return total, err
+}
+
+func (c *rawTCP) tcp() *net.TCPConn { return c.TCPConn }
