@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hetcomm/hetcomm/internal/freeport"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
@@ -19,10 +20,9 @@ const testSecret = "test secret for hetcomm worlds"
 
 // freePort returns a loopback address that was free a moment ago.
 func freePort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Loopback()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // startWorld starts n ranks in this process over the named transport

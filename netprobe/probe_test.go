@@ -3,7 +3,6 @@ package netprobe_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
 	"github.com/hetcomm/hetcomm/internal/commtest"
+	"github.com/hetcomm/hetcomm/internal/freeport"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
@@ -213,10 +213,8 @@ func TestProbeEmulatedTCP(t *testing.T) {
 	b, err := json.Marshal(emu)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, b, 0o644))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	coord, err := freeport.Loopback()
 	require.NoError(t, err)
-	coord := l.Addr().String()
-	l.Close()
 	comms := commtest.Start(t, n, nil, func(_ int, c *comm.Config) {
 		c.Network = nil // real TCP links, shaped in user space
 		b := c.Bootstrap

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/internal/freeport"
 )
 
 // Spec describes one job.
@@ -373,18 +373,17 @@ func signalGroup(p *proc, sig syscall.Signal) {
 }
 
 // pickCoord chooses the coordinator address: a free loopback port for a
-// local job, or a random high port on the first host.
+// local job, or a random port on the first host; both below the ephemeral
+// range, which outgoing connections draw from (internal/freeport).
 func pickCoord(host string) (string, error) {
 	if host == "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := freeport.Loopback()
 		if err != nil {
 			return "", fmt.Errorf("launch: finding a free port: %w", err)
 		}
-		addr := l.Addr().String()
-		l.Close()
 		return addr, nil
 	}
-	return net.JoinHostPort(hostOnly(host), strconv.Itoa(20000+rand.IntN(20000))), nil
+	return net.JoinHostPort(hostOnly(host), strconv.Itoa(freeport.Random())), nil
 }
 
 // hostOnly strips a "user@" prefix from an agent host argument.
