@@ -110,22 +110,14 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		}
 	}
 	head := putInt64s(row)
-	// An inline message rides behind the head in one scratch buffer,
-	// reused from destination to destination: exchange sends eagerly, and
-	// an eager send is done with its payload when it returns.
-	var scratch []byte
+	// An inline message rides behind the head, in the same message (one
+	// vectored write on stream links: no copy).
 	rows, err := k.exchange(head, func(j int) []byte {
-		if row[n+j] == 1 && len(send[j]) > 0 {
-			if need := len(head) + len(send[j]); cap(scratch) < need {
-				putPayload(scratch)
-				scratch = getPayload(need)
-			}
-			scratch = append(append(scratch[:0], head...), send[j]...)
-			return scratch
+		if row[n+j] == 1 {
+			return send[j]
 		}
-		return head
+		return nil
 	})
-	putPayload(scratch)
 	if err != nil {
 		return nil, k.err(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/hetcomm/hetcomm/transport"
 )
 
 // Collective operation codes, carried in the header flags so that ranks
@@ -78,11 +80,7 @@ func (k *coll) send(dst int, data []byte) error {
 // background as soon as the receiver grants it, so that the caller can
 // receive meanwhile. It returns a function that waits for the send.
 func (k *coll) isend(dst int, data []byte) (func() error, error) {
-	return k.isendMode(dst, data, false)
-}
-
-func (k *coll) isendMode(dst int, data []byte, forceEager bool) (func() error, error) {
-	return k.isendSeq(dst, data, forceEager, 0)
+	return k.isendSeq(dst, data, false, 0)
 }
 
 // isendSeq is isend with a message sequence number the receiver can ask
@@ -380,13 +378,14 @@ func (c *Comm) allgather(ctx context.Context, data []byte, equal bool) ([][]byte
 // exchangeSmall gives every rank every rank's (small) data in one round of
 // direct messages: used inside collectives for counts and keys.
 func (k *coll) exchangeSmall(data []byte) ([][]byte, error) {
-	return k.exchange(data, func(int) []byte { return data })
+	return k.exchange(data, nil)
 }
 
-// exchange sends msg(r) to every other rank r and receives one message from
-// each, in one round of direct messages; own is this rank's entry. The
-// messages go eagerly whatever their size: callers keep them small.
-func (k *coll) exchange(own []byte, msg func(r int) []byte) ([][]byte, error) {
+// exchange sends every other rank r one message, head followed by tail(r)
+// (tail may be nil), and receives one message from each, in one round of
+// direct messages; head is this rank's own entry. The messages go eagerly
+// whatever their size: callers keep them small.
+func (k *coll) exchange(head []byte, tail func(r int) []byte) ([][]byte, error) {
 	c := k.c
 	n := c.Size()
 	out := make([][]byte, n)
@@ -396,18 +395,25 @@ func (k *coll) exchange(own []byte, msg func(r int) []byte) ([][]byte, error) {
 			reqs[r] = c.postRecv(collCtx(c.id), r, k.tag)
 		}
 	}
-	var dones []func() error
+	h := transport.Header{Type: transport.MsgEager, Comm: collCtx(c.id), Tag: k.tag, Flags: k.op}
 	for r := 0; r < n; r++ {
 		if r == c.rank {
 			continue
 		}
-		done, err := k.isendMode(r, msg(r), true)
-		if err != nil {
+		var t []byte
+		if tail != nil {
+			t = tail(r)
+		}
+		if err := c.w.sendParts(k.ctx, c.group[r], h, head, t); err != nil {
+			for q := 0; q < n; q++ {
+				if reqs[q] != nil {
+					c.w.unpost(collCtx(c.id), reqs[q])
+				}
+			}
 			return nil, err
 		}
-		dones = append(dones, done)
 	}
-	out[c.rank] = own
+	out[c.rank] = head
 	for r := 0; r < n; r++ {
 		if r == c.rank {
 			continue
@@ -421,9 +427,6 @@ func (k *coll) exchange(own []byte, msg func(r int) []byte) ([][]byte, error) {
 			}
 			return nil, err
 		}
-	}
-	if err := finishAll(dones); err != nil {
-		return nil, err
 	}
 	return out, nil
 }

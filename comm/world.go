@@ -1707,6 +1707,12 @@ func (w *world) fireData(peer int, h transport.Header, payload []byte) {
 
 // sendMsg sends one message to a peer, failing at once if it is gone.
 func (w *world) sendMsg(ctx context.Context, peer int, h transport.Header, payload []byte) error {
+	return w.sendParts(ctx, peer, h, payload, nil)
+}
+
+// sendParts is sendMsg for the payload head followed by tail, which a
+// stream link writes in one vectored write without joining them.
+func (w *world) sendParts(ctx context.Context, peer int, h transport.Header, head, tail []byte) error {
 	w.mu.Lock()
 	why := w.failed[peer]
 	closing := w.closing
@@ -1717,7 +1723,13 @@ func (w *world) sendMsg(ctx context.Context, peer int, h transport.Header, paylo
 	if why != nil {
 		return &RankError{Rank: peer, Err: why}
 	}
-	if err := w.links[peer].Send(ctx, h, payload); err != nil {
+	var err error
+	if len(tail) == 0 {
+		err = w.links[peer].Send(ctx, h, head)
+	} else {
+		err = transport.SendParts(ctx, w.links[peer], h, head, tail)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("sending to rank %d: %w", peer, ctx.Err())
 		}

@@ -139,6 +139,7 @@ func TestConformance(t *testing.T) {
 
 func runConformance(t *testing.T, f netFactory) {
 	t.Run("Sizes", func(t *testing.T) { testSizes(t, f) })
+	t.Run("SendParts", func(t *testing.T) { testSendParts(t, f) })
 	t.Run("Order", func(t *testing.T) { testOrder(t, f) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, f) })
 	t.Run("AllocHook", func(t *testing.T) { testAlloc(t, f) })
@@ -181,6 +182,34 @@ func testSizes(t *testing.T, f netFactory) {
 		require.NoError(t, <-errc)
 		require.Equal(t, uint32(1), m.Header.Src)
 		require.True(t, bytes.Equal(p, m.Payload), "size %d back: payload differs", n)
+	}
+}
+
+// SendParts delivers one message whose payload is the parts joined, for
+// any split: empty parts, parts that together fit the header's buffer or
+// not, one part much larger than the other, more than two parts.
+func testSendParts(t *testing.T, f netFactory) {
+	a, b := pair(t, f, testConfig(0), testConfig(1))
+	ctx := testCtx(t)
+	splits := [][]int{{}, {0}, {0, 0}, {5, 0}, {0, 7}, {40, 300}, {coalesceMax - 10, 10}, {coalesceMax - 10, 11},
+		{96, 64 << 10}, {1 << 20, 3}, {0, 1 << 20}, {3, 70000, 9}, {1, 2, 3, 4, 5}}
+	for i, split := range splits {
+		var parts [][]byte
+		var want []byte
+		for k, n := range split {
+			p := bytes.Repeat([]byte{byte(i*16 + k + 1)}, n)
+			parts = append(parts, p)
+			want = append(want, p...)
+		}
+		h := Header{Type: MsgEager, Comm: 3, Tag: int32(i), Seq: uint64(i)}
+		errc := make(chan error, 1)
+		go func() { errc <- SendParts(ctx, a, h, parts...) }()
+		m, err := b.Recv(ctx)
+		require.NoError(t, err, "split %v", split)
+		require.NoError(t, <-errc)
+		require.Equal(t, uint64(i), m.Header.Seq)
+		require.Equal(t, uint64(len(want)), m.Header.Len, "split %v", split)
+		require.True(t, bytes.Equal(want, m.Payload), "split %v: payload differs", split)
 	}
 }
 

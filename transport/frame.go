@@ -88,7 +88,7 @@ type frameWriter struct {
 	vectored    bool // w is a *net.TCPConn-like writer where net.Buffers uses writev
 	buf         []byte
 	bufs        net.Buffers
-	arr         [2][]byte
+	arr         [3][]byte // the header and up to two parts, without allocating
 }
 
 func newFrameWriter(w io.Writer, setDeadline func(time.Time) error, vectored bool) *frameWriter {
@@ -96,42 +96,44 @@ func newFrameWriter(w io.Writer, setDeadline func(time.Time) error, vectored boo
 		buf: make([]byte, HeaderSize+coalesceMax)}
 }
 
-// write writes h (already complete) and payload. It reports how many bytes
-// reached the stream, so the caller knows whether a failure broke framing.
-// The caller holds mu.
-func (fw *frameWriter) write(ctx context.Context, h *Header, payload []byte) (int64, error) {
+// write writes h (already complete, h.Len the parts' total) and the
+// payload parts. It reports how many bytes reached the stream, so the
+// caller knows whether a failure broke framing. The caller holds mu.
+func (fw *frameWriter) write(ctx context.Context, h *Header, parts ...[]byte) (int64, error) {
 	var n int64
 	err := interruptible(ctx, fw.setDeadline, func() error {
 		PutHeader(fw.buf, h)
-		if len(payload) <= coalesceMax {
-			m := copy(fw.buf[HeaderSize:], payload)
-			k, err := fw.w.Write(fw.buf[:HeaderSize+m])
+		if h.Len <= coalesceMax {
+			m := HeaderSize
+			for _, p := range parts {
+				m += copy(fw.buf[m:], p)
+			}
+			k, err := fw.w.Write(fw.buf[:m])
 			n = int64(k)
 			return err
 		}
+		bufs := append(append(fw.arr[:0], fw.buf[:HeaderSize]), parts...)
+		defer clear(bufs) // hold no payload alive
 		if vw, ok := fw.w.(vectorWriter); ok {
-			fw.arr[0], fw.arr[1] = fw.buf[:HeaderSize], payload
-			k, err := vw.writeVec(fw.arr[:])
-			fw.arr[0], fw.arr[1] = nil, nil
+			k, err := vw.writeVec(bufs)
 			n = k
 			return err
 		}
 		if fw.vectored {
-			fw.arr[0], fw.arr[1] = fw.buf[:HeaderSize], payload
-			fw.bufs = fw.arr[:]
+			fw.bufs = bufs
 			k, err := fw.bufs.WriteTo(fw.w)
-			fw.arr[0], fw.arr[1], fw.bufs = nil, nil, nil
+			fw.bufs = nil
 			n = k
 			return err
 		}
-		k, err := fw.w.Write(fw.buf[:HeaderSize])
-		n = int64(k)
-		if err != nil {
-			return err
+		for _, b := range bufs {
+			k, err := fw.w.Write(b)
+			n += int64(k)
+			if err != nil {
+				return err
+			}
 		}
-		k, err = fw.w.Write(payload)
-		n += int64(k)
-		return err
+		return nil
 	})
 	return n, err
 }

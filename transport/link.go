@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -58,6 +59,28 @@ type Link interface {
 	RemoteAddr() net.Addr
 	// Close closes the link. It is idempotent.
 	Close() error
+}
+
+// PartsSender is a Link that can send a payload given in parts as one
+// message, without joining the parts first: the parts go out in one
+// vectored write. Stream links (tcp, tls, udp) implement it; SendParts
+// (below) serves any link.
+type PartsSender interface {
+	// SendParts is Send with the payload split in parts: the receiver
+	// gets one message whose payload is the parts one after the other.
+	SendParts(ctx context.Context, h Header, parts ...[]byte) error
+}
+
+// SendParts sends parts as the payload of one message on l: in one
+// vectored write when l is a PartsSender, else joined in a new buffer.
+func SendParts(ctx context.Context, l Link, h Header, parts ...[]byte) error {
+	if ps, ok := l.(PartsSender); ok {
+		return ps.SendParts(ctx, h, parts...)
+	}
+	if len(parts) == 1 {
+		return l.Send(ctx, h, parts[0])
+	}
+	return l.Send(ctx, h, bytes.Join(parts, nil))
 }
 
 // Listener accepts authenticated links from many peers. Connections that

@@ -34,7 +34,10 @@ type streamLink struct {
 	deadline bool // stopRecv set a read deadline in the past
 }
 
-var _ Link = (*streamLink)(nil)
+var (
+	_ Link        = (*streamLink)(nil)
+	_ PartsSender = (*streamLink)(nil)
+)
 
 // newStreamLink wraps an authenticated connection.
 func newStreamLink(kind Kind, conn net.Conn, cfg *Config, peer int) *streamLink {
@@ -83,11 +86,21 @@ func (l *streamLink) breakLink(op string, err error) {
 }
 
 func (l *streamLink) Send(ctx context.Context, h Header, payload []byte) error {
+	return l.SendParts(ctx, h, payload)
+}
+
+// SendParts implements PartsSender: the header and the parts leave in one
+// vectored write (or one copy into the header's buffer when small).
+func (l *streamLink) SendParts(ctx context.Context, h Header, parts ...[]byte) error {
 	if h.Type == 0 {
 		return l.opErr("send", fmt.Errorf("%w: message type 0", ErrMalformed))
 	}
-	if int64(len(payload)) > l.cfg.MaxMessage {
-		return l.opErr("send", &FrameError{Field: "length", Value: uint64(len(payload)), Limit: uint64(l.cfg.MaxMessage), Err: ErrTooLarge})
+	size := 0
+	for _, p := range parts {
+		size += len(p)
+	}
+	if int64(size) > l.cfg.MaxMessage {
+		return l.opErr("send", &FrameError{Field: "length", Value: uint64(size), Limit: uint64(l.cfg.MaxMessage), Err: ErrTooLarge})
 	}
 	if err := l.w.mu.acquire(ctx, l.c.quit); err != nil {
 		if errors.Is(err, ErrClosed) {
@@ -99,8 +112,8 @@ func (l *streamLink) Send(ctx context.Context, h Header, payload []byte) error {
 	if l.c.isClosed() {
 		return l.opErr("send", l.deadErr())
 	}
-	h.Version, h.Job, h.Src, h.Len = Version, l.cfg.JobID, uint32(l.cfg.Rank), uint64(len(payload))
-	n, err := l.w.write(ctx, &h, payload)
+	h.Version, h.Job, h.Src, h.Len = Version, l.cfg.JobID, uint32(l.cfg.Rank), uint64(size)
+	n, err := l.w.write(ctx, &h, parts...)
 	if err == nil {
 		return nil
 	}
