@@ -169,3 +169,35 @@ func TestRawTCPErrors(t *testing.T) {
 	_, err = raw2.Write([]byte("x"))
 	require.ErrorIs(t, err, net.ErrClosed)
 }
+
+// SetLoopbackBuffers retunes a TCP or TLS link to a loopback peer whose
+// buffers follow the default policy, and nothing else.
+func TestSetLoopbackBuffers(t *testing.T) {
+	rcvbuf := func(l Link) int {
+		sl := l.(*streamLink)
+		tc := tcpConn(sl.r.raw)
+		if tc == nil {
+			tc = sl.conn.(interface{ NetConn() net.Conn }).NetConn().(*net.TCPConn)
+		}
+		rc, err := tc.SyscallConn()
+		require.NoError(t, err)
+		var v int
+		require.NoError(t, rc.Control(func(fd uintptr) {
+			v, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF)
+		}))
+		require.NoError(t, err)
+		return v
+	}
+	for _, k := range []Kind{KindTCP, KindTLS} {
+		a, _ := pair(t, socketFactory(k), testConfig(0), testConfig(1))
+		require.Less(t, rcvbuf(a), 1<<20, "%v: the default loopback buffer", k)
+		require.True(t, SetLoopbackBuffers(a, 512<<10), "%v", k)
+		require.GreaterOrEqual(t, rcvbuf(a), 1<<20, "%v: the kernel doubles what it is asked for", k)
+	}
+	fixed := testConfig(0)
+	fixed.SocketBuffer = 128 << 10
+	a, _ := pair(t, socketFactory(KindTCP), fixed, testConfig(1))
+	require.False(t, SetLoopbackBuffers(a, 512<<10), "a size the caller chose stays")
+	m, _ := pair(t, transports()[0], testConfig(0), testConfig(1))
+	require.False(t, SetLoopbackBuffers(m, 512<<10), "a mem link has no socket")
+}

@@ -21,6 +21,31 @@ func (n tcpNetwork) Kind() Kind {
 	return KindTCP
 }
 
+// SetLoopbackBuffers sets SO_SNDBUF and SO_RCVBUF to size on l's socket
+// when l is a TCP or TLS link to a loopback peer whose buffers follow the
+// default policy (Config.SocketBuffer 0), and reports whether it did. An
+// upper layer that learns more about its host after connecting (how many
+// processes share its cores) retunes its links with it.
+func SetLoopbackBuffers(l Link, size int) bool {
+	sl, ok := l.(*streamLink)
+	if !ok || size <= 0 || sl.cfg.SocketBuffer != 0 {
+		return false
+	}
+	tc := tcpConn(sl.r.raw)
+	if tc == nil {
+		if tlsc, ok := sl.conn.(*tls.Conn); ok {
+			tc, _ = tlsc.NetConn().(*net.TCPConn)
+		}
+	}
+	if tc == nil {
+		return false
+	}
+	if ra, ok := tc.RemoteAddr().(*net.TCPAddr); !ok || !ra.IP.IsLoopback() {
+		return false
+	}
+	return tc.SetReadBuffer(size) == nil && tc.SetWriteBuffer(size) == nil
+}
+
 func tuneTCP(c net.Conn, cfg *Config) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
