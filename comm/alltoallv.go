@@ -92,10 +92,11 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		inlineMax = int(^uint(0) >> 1)
 	}
 	// The head: sizes (n), inline flags (n), the algorithm, the model's
-	// digest, and (on the world communicator) the drifted rates this rank
-	// observed on its incoming links (n, as float64 bits, 0 for none).
+	// digest, (on the world communicator) the drifted rates this rank
+	// observed on its incoming links (n, as float64 bits, 0 for none), and
+	// the receive buffers it grants in advance (n capacities, 0 for none).
 	world := c.id == worldCommID
-	row := make([]int64, 3*n+2)
+	row := make([]int64, 4*n+2)
 	for j, b := range send {
 		row[j] = int64(len(b))
 		if j != c.rank && (len(b) == 0 || len(b) <= inlineMax) {
@@ -107,6 +108,22 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 	if world {
 		for src, rate := range c.w.driftProposals() {
 			row[2*n+2+src] = int64(math.Float64bits(rate))
+		}
+	}
+	// With receive buffers, a large message may land in its buffer with
+	// no rendezvous request or grant at all, should the exchange turn out
+	// naive (every rank decides that alike, from the heads): the slots
+	// exist before this rank's head leaves, and a sender uses a grant only
+	// after it has the head, so no payload arrives before its slot.
+	ctxID := collCtx(c.id)
+	if o.Recv != nil {
+		for j := range n {
+			if j != c.rank && cap(o.Recv[j]) > inlineMax {
+				key := slotKey{slotData, c.group[j], ctxID, k.tag, preGrantSeq}
+				c.w.getSlot(key, o.Recv[j][:cap(o.Recv[j])])
+				defer c.w.dropSlot(key)
+				row[3*n+2+j] = int64(cap(o.Recv[j]))
+			}
 		}
 	}
 	head := putInt64s(row)
@@ -124,6 +141,7 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 	recv := make([][]byte, n)
 	var drifted map[int]map[int]float64 // receiver -> source -> observed rate
 	bytes := make([][]int64, n)         // the large messages that remain
+	grants := make([]int64, n)          // the buffer each rank granted this one in advance
 	for i, b := range rows {
 		kept := false // recv[i] is the inline message where it arrived, in b
 		if len(b) < len(head) {
@@ -151,6 +169,9 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		}
 		bytes[i] = v[:n]
 		bytes[i][i] = 0
+		if i != c.rank {
+			grants[i] = v[3*n+2+c.rank]
+		}
 		for j := 0; j < n; j++ {
 			if v[n+j] == 1 {
 				if j == c.rank && i != c.rank {
@@ -198,7 +219,7 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		}
 	}
 	if plan == nil {
-		err = c.naiveExchange(k, send, recv, bufs, bytes, tl)
+		err = c.naiveExchange(k, send, recv, bufs, bytes, grants, row[3*n+2:], tl)
 	} else {
 		tl.plan, tl.algorithm = plan, plan.Algorithm
 		err = c.executePlan(k, plan, send, recv, bufs, tl)
@@ -442,14 +463,18 @@ func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eager
 }
 
 // naiveExchange posts every send and every receive at once, as Gloo does,
-// and lets the transport sort them out.
-func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64, tl *Timeline) error {
+// and lets the transport sort them out. A message to a rank that granted
+// a large enough buffer in advance (theirs[j]) goes straight to it; one
+// from a rank this one granted (mine[i]) lands in that buffer.
+func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64, theirs, mine []int64, tl *Timeline) error {
 	n := c.Size()
 	me := c.rank
+	w := c.w
+	ctxID := collCtx(c.id)
 	reqs := make([]*recvReq, n)
 	for i := 0; i < n; i++ {
-		if i != me && bytes[i][me] > 0 {
-			reqs[i] = c.postRecv(collCtx(c.id), i, k.tag)
+		if i != me && bytes[i][me] > 0 && bytes[i][me] > mine[i] {
+			reqs[i] = c.postRecv(ctxID, i, k.tag)
 		}
 	}
 	var mu sync.Mutex
@@ -470,7 +495,14 @@ func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64
 		go func(j int) {
 			defer wg.Done()
 			start := time.Now()
-			if err := k.send(j, send[j]); err != nil {
+			var err error
+			if bytes[me][j] <= theirs[j] {
+				w.preGranted.Add(1)
+				err = w.sendMsg(k.ctx, c.group[j], transport.Header{Type: transport.MsgRndvData, Comm: ctxID, Tag: k.tag, Flags: k.op, Seq: preGrantSeq}, send[j])
+			} else {
+				err = k.send(j, send[j])
+			}
+			if err != nil {
 				fail(err)
 				return
 			}
@@ -478,6 +510,34 @@ func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64
 			tl.sends = append(tl.sends, event{peer: j, bytes: int64(len(send[j])), start: start, end: time.Now()})
 			mu.Unlock()
 		}(j)
+	}
+	for i := 0; i < n; i++ {
+		if i == me || bytes[i][me] == 0 || reqs[i] != nil {
+			continue
+		}
+		// Granted in advance: wait for the payload in its buffer.
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			start := time.Now()
+			g := c.group[i]
+			s := w.getSlot(slotKey{slotData, g, ctxID, k.tag, preGrantSeq}, nil)
+			err := w.await(k.ctx, s.ch, g, c)
+			if err == nil {
+				err = s.err
+			}
+			if err == nil && int64(s.n) != bytes[i][me] {
+				err = &RankError{Rank: g, Err: fmt.Errorf("%w: rank %d sent %d bytes, it announced %d", ErrMismatch, i, s.n, bytes[i][me])}
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			recv[i] = s.buf[:s.n]
+			tl.recvs = append(tl.recvs, event{peer: i, bytes: bytes[i][me], start: start, first: s.begin, end: s.at})
+			mu.Unlock()
+		}(i)
 	}
 	for i := 0; i < n; i++ {
 		if reqs[i] == nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/transport"
 )
 
 // unexpectedLeft counts the messages queued on c's collective context that
@@ -123,4 +124,105 @@ func TestPayloadPool(t *testing.T) {
 	// Slices that are not a class size are not taken.
 	putPayload(make([]byte, 5000))
 	putPayload(nil)
+}
+
+// TestAlltoallvPreGranted: in a naive exchange, a large message whose
+// receiver passed a big enough buffer goes straight into it, with no
+// rendezvous request or grant; larger messages fall back to the
+// rendezvous, small ones ride inline, empty ones send nothing. Every byte
+// arrives, granted payloads land in the caller's buffers, and no slot or
+// message is left behind, including when a planner runs instead (the
+// grants then go unused).
+func TestAlltoallvPreGranted(t *testing.T) {
+	const n = 4
+	for _, tr := range []string{"mem", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			comms := startWorld(t, n, tr, nil)
+			ctx := context.Background()
+			big := DefaultEagerLimit + 1000
+			// size of the message from src to dst at iteration it
+			size := func(src, dst, it int) int {
+				switch (src + 2*dst + it) % 5 {
+				case 0:
+					return 0
+				case 1:
+					return 100 + src // inline
+				case 2:
+					return 2 * big // above the receiver's buffer: rendezvous
+				default:
+					return big + 37*src + dst // granted in advance
+				}
+			}
+			fill := func(src, dst, it, sz int) []byte {
+				b := make([]byte, sz)
+				for k := range b {
+					b[k] = byte(src*29 + dst*11 + it*5 + k*3)
+				}
+				return b
+			}
+			before := make([]int64, n)
+			for r, c := range comms {
+				before[r] = c.w.preGranted.Load()
+			}
+			want := int64(0) // pre-granted sends over all ranks
+			for it := 0; it < 6; it++ {
+				algo := Naive
+				if it == 5 {
+					algo = collective.OpenShop
+				}
+				for src := 0; src < n; src++ {
+					for dst := 0; dst < n; dst++ {
+						if sz := size(src, dst, it); src != dst && algo == Naive && sz > DefaultEagerLimit && sz <= 2*big-1 {
+							want++
+						}
+					}
+				}
+				onAll(t, comms, func(c *Comm) error {
+					me := c.Rank()
+					send := make([][]byte, n)
+					bufs := make([][]byte, n)
+					for j := range send {
+						send[j] = fill(me, j, it, size(me, j, it))
+						bufs[j] = make([]byte, 2*big-1)
+					}
+					got, err := c.AlltoallvWith(ctx, send, AlltoallvOptions{Algorithm: algo, Recv: bufs})
+					if err != nil {
+						return err
+					}
+					for i := range got {
+						sz := size(i, me, it)
+						if string(got[i]) != string(fill(i, me, it, sz)) {
+							return fmt.Errorf("iteration %d: the %d-byte message from rank %d is corrupt", it, sz, i)
+						}
+						if sz > 0 && sz <= len(bufs[i]) && &got[i][0] != &bufs[i][0] {
+							return fmt.Errorf("iteration %d: the %d-byte message from rank %d is not in the caller's buffer", it, sz, i)
+						}
+					}
+					return c.Barrier(ctx)
+				})
+			}
+			var sent int64
+			for r, c := range comms {
+				sent += c.w.preGranted.Load() - before[r]
+				c.w.mu.Lock()
+				slots := len(c.w.slots)
+				c.w.mu.Unlock()
+				require.Zero(t, slots, "rank %d: slots left behind", r)
+				require.Zero(t, unexpectedLeft(c), "rank %d: messages nobody received", r)
+			}
+			require.Equal(t, want, sent, "messages sent to buffers granted in advance")
+		})
+	}
+}
+
+// A payload for a buffer granted in advance whose receiver has left the
+// call is dropped: the sender did nothing wrong and stays healthy.
+func TestAbandonedPreGrantIsDropped(t *testing.T) {
+	comms := startWorld(t, 2, "mem", nil)
+	w := comms[0].w
+	w.fireData(1, transport.Header{Type: transport.MsgRndvData, Comm: collCtx(comms[0].id), Tag: 99, Seq: preGrantSeq}, make([]byte, 10))
+	require.False(t, w.isFailed(1))
+	// Any other payload for an unknown rendezvous is a protocol error.
+	w.fireData(1, transport.Header{Type: transport.MsgRndvData, Comm: collCtx(comms[0].id), Tag: 99, Seq: 5}, make([]byte, 10))
+	require.True(t, w.isFailed(1))
 }
