@@ -177,7 +177,7 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 				if j == c.rank && i != c.rank {
 					data := b[len(head):len(b):len(b)]
 					if int64(len(data)) != v[j] {
-						return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent %d bytes inline, it announced %d", ErrMismatch, i, len(data), v[j])})
+						return nil, k.err(c.sizeMismatch(i, " inline", int64(len(data)), v[j]))
 					}
 					switch {
 					case o.Recv != nil && cap(o.Recv[i]) >= len(data):
@@ -246,6 +246,12 @@ func (c *Comm) LastAlgorithm() collective.Algorithm {
 		return ""
 	}
 	return c.timeline.algorithm
+}
+
+// sizeMismatch is the error for a message from rank src (of this
+// communicator) whose size is not the one src announced in its size row.
+func (c *Comm) sizeMismatch(src int, how string, got, announced int64) error {
+	return &RankError{Rank: c.group[src], Err: fmt.Errorf("%w: rank %d sent %d bytes%s, it announced %d", ErrMismatch, src, got, how, announced)}
 }
 
 // recvBuf returns bufs[i][:n] when it is large enough, else a new slice.
@@ -380,7 +386,7 @@ func (c *Comm) executePlan(k *coll, plan *collective.Plan, send, recv, bufs [][]
 				tl.sends = append(tl.sends, ev)
 				continue
 			}
-			if err := w.awaitSlot(k.ctx, slotKey{slotCTS, g, ctxID, k.tag, 0}, c); err != nil {
+			if _, err := w.awaitSlot(k.ctx, slotKey{slotCTS, g, ctxID, k.tag, 0}, c); err != nil {
 				return err
 			}
 			ev.start = time.Now()
@@ -451,7 +457,7 @@ func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eager
 			return err
 		}
 		if int64(len(data)) != t.Bytes {
-			return &RankError{Rank: c.group[t.Src], Err: fmt.Errorf("%w: rank %d sent %d bytes, it announced %d", ErrMismatch, t.Src, len(data), t.Bytes)}
+			return c.sizeMismatch(t.Src, "", int64(len(data)), t.Bytes)
 		}
 		if bufs != nil && cap(bufs[t.Src]) >= len(data) {
 			data = append(bufs[t.Src][:0], data...)
@@ -520,14 +526,9 @@ func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64
 		go func(i int) {
 			defer wg.Done()
 			start := time.Now()
-			g := c.group[i]
-			s := w.getSlot(slotKey{slotData, g, ctxID, k.tag, preGrantSeq}, nil)
-			err := w.await(k.ctx, s.ch, g, c)
-			if err == nil {
-				err = s.err
-			}
+			s, err := w.awaitSlot(k.ctx, slotKey{slotData, c.group[i], ctxID, k.tag, preGrantSeq}, c)
 			if err == nil && int64(s.n) != bytes[i][me] {
-				err = &RankError{Rank: g, Err: fmt.Errorf("%w: rank %d sent %d bytes, it announced %d", ErrMismatch, i, s.n, bytes[i][me])}
+				err = c.sizeMismatch(i, "", int64(s.n), bytes[i][me])
 			}
 			if err != nil {
 				fail(err)
@@ -557,7 +558,7 @@ func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64
 				return
 			}
 			if int64(len(data)) != bytes[i][me] {
-				fail(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent %d bytes, it announced %d", ErrMismatch, i, len(data), bytes[i][me])})
+				fail(c.sizeMismatch(i, "", int64(len(data)), bytes[i][me]))
 				return
 			}
 			mu.Lock()

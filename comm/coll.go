@@ -395,6 +395,14 @@ func (k *coll) exchange(head []byte, tail func(r int) []byte) ([][]byte, error) 
 			reqs[r] = c.postRecv(collCtx(c.id), r, k.tag)
 		}
 	}
+	// unpost withdraws the receives not finished yet.
+	unpost := func() {
+		for _, r := range reqs {
+			if r != nil {
+				c.w.unpost(collCtx(c.id), r)
+			}
+		}
+	}
 	h := transport.Header{Type: transport.MsgEager, Comm: collCtx(c.id), Tag: k.tag, Flags: k.op}
 	for r := 0; r < n; r++ {
 		if r == c.rank {
@@ -405,11 +413,7 @@ func (k *coll) exchange(head []byte, tail func(r int) []byte) ([][]byte, error) 
 			t = tail(r)
 		}
 		if err := c.w.sendParts(k.ctx, c.group[r], h, head, t); err != nil {
-			for q := 0; q < n; q++ {
-				if reqs[q] != nil {
-					c.w.unpost(collCtx(c.id), reqs[q])
-				}
-			}
+			unpost()
 			return nil, err
 		}
 	}
@@ -419,12 +423,10 @@ func (k *coll) exchange(head []byte, tail func(r int) []byte) ([][]byte, error) 
 			continue
 		}
 		var err error
-		if out[r], err = k.finish(reqs[r]); err != nil {
-			for q := r + 1; q < n; q++ {
-				if reqs[q] != nil {
-					c.w.unpost(collCtx(c.id), reqs[q])
-				}
-			}
+		out[r], err = k.finish(reqs[r])
+		reqs[r] = nil
+		if err != nil {
+			unpost()
 			return nil, err
 		}
 	}

@@ -253,7 +253,7 @@ func (c *Comm) runRedistribution(k *coll, plan *collective.Plan, senders, receiv
 	seq := func(p piece) uint64 { return uint64(p.step)<<32 | uint64(p.src)<<16 | uint64(p.dst) }
 	sendPiece := func(p piece) error {
 		g := c.group[receivers[p.dst]]
-		if err := w.awaitSlot(k.ctx, slotKey{slotCTS, g, ctxID, k.tag, seq(p)}, c); err != nil {
+		if _, err := w.awaitSlot(k.ctx, slotKey{slotCTS, g, ctxID, k.tag, seq(p)}, c); err != nil {
 			return err
 		}
 		return w.sendMsg(k.ctx, g, transport.Header{Type: transport.MsgRndvData, Comm: ctxID, Tag: k.tag, Flags: k.op, Seq: seq(p)}, send[p.dst][p.off:p.off+p.len])

@@ -1672,14 +1672,14 @@ func (w *world) getSlot(k slotKey, buf []byte) *slot {
 }
 
 // awaitSlot waits for slot k (peer's grant or payload) as await does,
-// returns its error, and forgets it.
-func (w *world) awaitSlot(ctx context.Context, k slotKey, c *Comm) error {
+// forgets it, and returns it (complete when the error is nil).
+func (w *world) awaitSlot(ctx context.Context, k slotKey, c *Comm) (*slot, error) {
 	s := w.getSlot(k, nil)
 	defer w.dropSlot(k)
 	if err := w.await(ctx, s.ch, k.peer, c); err != nil {
-		return err
+		return nil, err
 	}
-	return s.err
+	return s, s.err
 }
 
 // dropSlot forgets a slot once its waiter is done with it.
