@@ -16,8 +16,7 @@ import (
 // every rank), and the others are untouched.
 func TestDriftUpdatesTheModel(t *testing.T) {
 	const n = 3
-	netw := transport.NewMemNetwork(3)
-	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6}))
+	netw := memAt(t, 20e6)
 	require.NoError(t, netw.SetShape(1, 0, transport.ShapeConfig{Rate: 5e6}))
 	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 20e6), nil)
 	ctx := context.Background()

@@ -24,6 +24,25 @@ func startShaped(t *testing.T, netw *transport.MemNetwork, model *collective.Mod
 	})
 }
 
+// memAt returns a mem network whose links run at rate bytes/s.
+func memAt(t *testing.T, rate float64) *transport.MemNetwork {
+	t.Helper()
+	netw := transport.NewMemNetwork(3)
+	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: rate}))
+	return netw
+}
+
+// refreshing is a Config tweak that runs the refresher every period,
+// spending at most share of a rank's time; more tweaks follow.
+func refreshing(period time.Duration, share float64, more ...func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.Refresh, c.RefreshShare = period, share
+		for _, f := range more {
+			f(c)
+		}
+	}
+}
+
 // smallAlltoallv runs one world Alltoallv of a few bytes per pair: it
 // spreads the drift proposals.
 func smallAlltoallv(t *testing.T, comms []*Comm) {
@@ -52,13 +71,9 @@ func smallAlltoallv(t *testing.T, comms []*Comm) {
 // refresher alone finds the slow link, and every rank's model learns it.
 func TestRefreshLearnsASlowLink(t *testing.T) {
 	const n = 3
-	netw := transport.NewMemNetwork(3)
-	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6}))
+	netw := memAt(t, 20e6)
 	require.NoError(t, netw.SetShape(1, 0, transport.ShapeConfig{Rate: 5e6}))
-	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 20e6), func(c *Config) {
-		c.Refresh = 20 * time.Millisecond
-		c.RefreshShare = 0.5
-	})
+	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 20e6), refreshing(20*time.Millisecond, 0.5))
 	deadline := time.Now().Add(30 * time.Second)
 	for comms[0].Model().Bandwidth[1][0] > 10e6 {
 		if !time.Now().Before(deadline) {
@@ -81,12 +96,7 @@ func TestRefreshLearnsASlowLink(t *testing.T) {
 // nor feeds the drift detector rates of shared links.
 func TestRefreshStaysOutOfBusyTraffic(t *testing.T) {
 	const n = 3
-	netw := transport.NewMemNetwork(3)
-	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 50e6}))
-	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 50e6), func(c *Config) {
-		c.Refresh = 10 * time.Millisecond
-		c.RefreshShare = 0.5
-	})
+	comms := startShaped(t, memAt(t, 50e6), collective.NewUniformModel(n, 1e-4, 50e6), refreshing(10*time.Millisecond, 0.5))
 	stop := time.Now().Add(time.Second)
 	for time.Now().Before(stop) {
 		onAll(t, comms, func(c *Comm) error {
@@ -108,12 +118,7 @@ func TestRefreshStaysOutOfBusyTraffic(t *testing.T) {
 // time (plus the measurement in progress), and it really runs.
 func TestRefreshShareIsBounded(t *testing.T) {
 	const n, share = 2, 0.1
-	netw := transport.NewMemNetwork(3)
-	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6}))
-	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 20e6), func(c *Config) {
-		c.Refresh = time.Millisecond
-		c.RefreshShare = share
-	})
+	comms := startShaped(t, memAt(t, 20e6), collective.NewUniformModel(n, 1e-4, 20e6), refreshing(time.Millisecond, share))
 	start := time.Now()
 	time.Sleep(1500 * time.Millisecond)
 	for r, c := range comms {
@@ -160,12 +165,7 @@ func TestRefreshConfig(t *testing.T) {
 // as they are, the same on every rank.
 func TestRefreshDuringReprobe(t *testing.T) {
 	const n = 3
-	netw := transport.NewMemNetwork(3)
-	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6}))
-	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 5e6), func(c *Config) {
-		c.Refresh = 2 * time.Millisecond
-		c.RefreshShare = 0.5
-	})
+	comms := startShaped(t, memAt(t, 20e6), collective.NewUniformModel(n, 1e-4, 5e6), refreshing(2*time.Millisecond, 0.5))
 	time.Sleep(100 * time.Millisecond) // refreshes are under way
 	onAll(t, comms, func(c *Comm) error { return c.Reprobe(context.Background()) })
 	m := comms[0].Model()
@@ -186,14 +186,10 @@ func TestRefreshDuringReprobe(t *testing.T) {
 // survivors still close cleanly.
 func TestRefreshStopsWhenARankFails(t *testing.T) {
 	const n = 3
-	netw := transport.NewMemNetwork(3)
-	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 50e6}))
-	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 50e6), func(c *Config) {
-		c.Refresh = 2 * time.Millisecond
-		c.RefreshShare = 0.5
+	comms := startShaped(t, memAt(t, 50e6), collective.NewUniformModel(n, 1e-4, 50e6), refreshing(2*time.Millisecond, 0.5, func(c *Config) {
 		c.Heartbeat = 50 * time.Millisecond
 		c.FailAfter = 500 * time.Millisecond
-	})
+	}))
 	time.Sleep(50 * time.Millisecond)
 	kill(comms[2])
 	for _, c := range comms[:2] {

@@ -963,16 +963,7 @@ func TestRailLendClose(t *testing.T) {
 					require.NoError(t, g.a.Close())
 					require.False(t, callerReading(g.a), "Close returned while a Recv caller reads a rail")
 				}
-				select {
-				case err := <-got:
-					if peer {
-						require.ErrorIs(t, err, ErrPeerClosed)
-					} else {
-						require.ErrorIs(t, err, ErrClosed)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatal("Recv still reads the lent rail")
-				}
+				requireEndedByClose(t, got, peer, "Recv on the lent rail")
 			})
 		}
 	}

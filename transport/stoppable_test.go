@@ -147,17 +147,25 @@ func TestRecvStoppableClose(t *testing.T) {
 				} else {
 					require.NoError(t, b.Close())
 				}
-				select {
-				case err := <-got:
-					if peer {
-						require.ErrorIs(t, err, ErrPeerClosed)
-					} else {
-						require.ErrorIs(t, err, ErrClosed)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("recvStoppable still waits after Close (peer %v)", peer)
-				}
+				requireEndedByClose(t, got, peer, "recvStoppable")
 			}
 		})
+	}
+}
+
+// requireEndedByClose waits for the error of a receive (what) blocked when
+// one end of its link closed: ErrPeerClosed when the peer closed its end
+// (peerClosed), ErrClosed when the receiving end itself was closed.
+func requireEndedByClose(t *testing.T, got <-chan error, peerClosed bool, what string) {
+	t.Helper()
+	select {
+	case err := <-got:
+		if peerClosed {
+			require.ErrorIs(t, err, ErrPeerClosed)
+		} else {
+			require.ErrorIs(t, err, ErrClosed)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s still waits after Close (peer closed: %v)", what, peerClosed)
 	}
 }
