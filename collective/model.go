@@ -112,11 +112,13 @@ func (m *Model) Cost(i, j int, bytes int64) float64 {
 	if m.Latency != nil {
 		t = m.Latency[i][j]
 	}
-	return t + float64(bytes)*m.perByte(i, j)
+	return t + float64(bytes)*m.SecondsPerByte(i, j)
 }
 
-// perByte returns X(i,j): PerByte[i][j] or 1/Bandwidth[i][j].
-func (m *Model) perByte(i, j int) float64 {
+// SecondsPerByte returns X(i,j), the time per byte from i to j:
+// PerByte[i][j], or 1/Bandwidth[i][j] when PerByte is nil, or 0 when the
+// model has neither (a model of overheads only).
+func (m *Model) SecondsPerByte(i, j int) float64 {
 	if m.PerByte != nil {
 		return m.PerByte[i][j]
 	}
@@ -125,6 +127,10 @@ func (m *Model) perByte(i, j int) float64 {
 	}
 	return 0
 }
+
+// Rate returns the rate from i to j in bytes per second, 1/X(i,j): +Inf
+// when the model gives no time per byte.
+func (m *Model) Rate(i, j int) float64 { return 1 / m.SecondsPerByte(i, j) }
 
 // SendCost returns the send overhead S(i, bytes).
 func (m *Model) SendCost(i int, bytes int64) float64 {
@@ -145,7 +151,7 @@ func (m *Model) RecvCost(j int, bytes int64) float64 {
 // Transmit returns the wire time of the multicast model, X(i,j)*bytes plus
 // the latency T_ij when the model has one.
 func (m *Model) Transmit(i, j int, bytes int64) float64 {
-	t := float64(bytes) * m.perByte(i, j)
+	t := float64(bytes) * m.SecondsPerByte(i, j)
 	if m.Latency != nil && i != j {
 		t += m.Latency[i][j]
 	}

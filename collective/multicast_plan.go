@@ -37,7 +37,7 @@ func newMCCosts(m *Model) *mcCosts {
 			if i == j {
 				continue
 			}
-			c.xin[j*n+i] = m.perByte(i, j)
+			c.xin[j*n+i] = m.SecondsPerByte(i, j)
 			if m.Latency != nil {
 				c.lin[j*n+i] = m.Latency[i][j]
 			}

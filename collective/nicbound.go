@@ -29,7 +29,7 @@ func NICBound(m *Model, x *Exchange) float64 {
 			if i == j {
 				continue
 			}
-			r := 1 / m.perByte(i, j)
+			r := 1 / m.SecondsPerByte(i, j)
 			out[i] = max(out[i], r)
 			in[j] = max(in[j], r)
 			if m.Latency != nil && x.Bytes[i][j] > 0 {
