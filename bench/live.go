@@ -554,7 +554,7 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 func liveGroups(c *comm.Comm, spec string) ([]int, []int, error) {
 	if spec == "" {
 		if m := c.Model(); m != nil {
-			if g := comm.Clusters(m); len(g) == 2 {
+			if g := collective.Clusters(m); len(g) == 2 {
 				return g[0], g[1], nil
 			}
 		}

@@ -4,11 +4,9 @@ package collective
 // their network interfaces rather than by a one-port discipline: a rank
 // may send to (and receive from) several ranks at once, but no faster in
 // total than its interface. Interface rates are estimated from the pair
-// rates of the model: rank i's outgoing rate is its fastest pair rate to
-// anyone, its incoming rate the fastest pair rate from anyone (an
-// underestimate when every peer is slower than the interface, so the bound
-// stays a bound only where some peer is as fast; it errs towards the
-// one-port planners). Each rank's latency is paid once.
+// rates of the model ([Model.NICRates]: an underestimate when every peer
+// is slower than the interface, so the bound stays a bound only where some
+// peer is as fast; it errs towards the one-port planners). Each rank's latency is paid once.
 //
 // On a switched network where the pair rate is min(sender's NIC,
 // receiver's NIC), sending everything at once (the naive exchange) runs
@@ -21,17 +19,13 @@ func NICBound(m *Model, x *Exchange) float64 {
 	if n < 2 {
 		return 0
 	}
-	out := make([]float64, n)
-	in := make([]float64, n)
+	out, in := m.NICRates()
 	lat := make([]float64, n)
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i == j {
 				continue
 			}
-			r := 1 / m.SecondsPerByte(i, j)
-			out[i] = max(out[i], r)
-			in[j] = max(in[j], r)
 			if m.Latency != nil && x.Bytes[i][j] > 0 {
 				lat[i] = max(lat[i], m.Latency[i][j])
 				lat[j] = max(lat[j], m.Latency[i][j])

@@ -271,38 +271,10 @@ func hashString(s string) uint32 {
 // model returns the cost model of this communicator's ranks.
 func (c *Comm) model() *collective.Model {
 	m := c.w.model.Load()
-	n := c.Size()
 	if m == nil {
-		return collective.NewUniformModel(n, 50e-6, 1e9)
+		return collective.NewUniformModel(c.Size(), 50e-6, 1e9)
 	}
-	if n == c.w.size {
-		return m
-	}
-	sub := func(a [][]float64) [][]float64 {
-		if a == nil {
-			return nil
-		}
-		out := make([][]float64, n)
-		for i := range out {
-			out[i] = make([]float64, n)
-			for j := range out[i] {
-				out[i][j] = a[c.group[i]][c.group[j]]
-			}
-		}
-		return out
-	}
-	s := &collective.Model{Latency: sub(m.Latency), Bandwidth: sub(m.Bandwidth), PerByte: sub(m.PerByte)}
-	if m.SendOverhead != nil {
-		for _, g := range c.group {
-			s.SendOverhead = append(s.SendOverhead, m.SendOverhead[g])
-		}
-	}
-	if m.RecvOverhead != nil {
-		for _, g := range c.group {
-			s.RecvOverhead = append(s.RecvOverhead, m.RecvOverhead[g])
-		}
-	}
-	return s
+	return m.Sub(c.group)
 }
 
 // planFor plans a size matrix, reusing the last plan when the sizes and

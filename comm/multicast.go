@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"sync"
 	"time"
 
@@ -278,49 +277,6 @@ func (c *Comm) PlanMulticast(pat *collective.Multicast, algo collective.Algorith
 	return collective.PlanMulticast(c.multicastModel(), pat, algo, collective.Options{Seed: 1})
 }
 
-// multicastModel maps the probed model onto the multicast paper's model
-// for a network whose hosts are limited by their interfaces. The paper
-// lets the transfers into a node overlap on the wire and serialises only
-// the software overheads S and R; on a switched network each host's NIC
-// serialises its traffic too, so the NIC's time per byte joins the
-// overheads: S(i,m) = Sc + (Sm + 1/out_i) m and R(j,m) = Rc + (Rm +
-// 1/in_j) m, with out_i and in_j estimated as the fastest pair rates out
-// of i and into j. The wire keeps the latency and whatever a pair is
-// slower than both its NICs: X(i,j) = max(0, 1/B_ij - 1/min(out_i, in_j)).
-func (c *Comm) multicastModel() *collective.Model {
-	m := c.model()
-	n := m.Size()
-	out := make([]float64, n)
-	in := make([]float64, n)
-	for i := 0; i < n; i++ {
-		for j := 0; j < n; j++ {
-			if i != j {
-				r := 1 / perByte(m, i, j)
-				out[i] = math.Max(out[i], r)
-				in[j] = math.Max(in[j], r)
-			}
-		}
-	}
-	mm := &collective.Model{Latency: m.Latency, PerByte: collective.Matrix(n, 0),
-		SendOverhead: make([]collective.Overhead, n), RecvOverhead: make([]collective.Overhead, n)}
-	for i := 0; i < n; i++ {
-		if m.SendOverhead != nil {
-			mm.SendOverhead[i] = m.SendOverhead[i]
-		}
-		if m.RecvOverhead != nil {
-			mm.RecvOverhead[i] = m.RecvOverhead[i]
-		}
-		if out[i] > 0 {
-			mm.SendOverhead[i].PerByte += 1 / out[i]
-		}
-		if in[i] > 0 {
-			mm.RecvOverhead[i].PerByte += 1 / in[i]
-		}
-		for j := 0; j < n; j++ {
-			if i != j && out[i] > 0 && in[j] > 0 {
-				mm.PerByte[i][j] = math.Max(0, perByte(m, i, j)-1/math.Min(out[i], in[j]))
-			}
-		}
-	}
-	return mm
-}
+// multicastModel is the multicast paper's model of this communicator's
+// ranks, for hosts limited by their interfaces (collective's SplitNICs).
+func (c *Comm) multicastModel() *collective.Model { return c.model().SplitNICs() }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"sort"
 	"sync"
 	"time"
 
@@ -109,7 +108,7 @@ func (c *Comm) Redistribute(ctx context.Context, senders, receivers []int, send 
 		}
 	}
 	pat := &collective.Redistribution{Senders: len(senders), Receivers: len(receivers), Bytes: bytes, K: o.K, Rate: o.Rate, Setup: o.Setup}
-	c.redistributeCosts(pat, senders, receivers)
+	pat.CostsFrom(c.model(), senders, receivers)
 	plan, err := collective.PlanRedistribution(pat, algo, collective.Options{Seed: 1})
 	if err != nil {
 		return nil, k.err(err)
@@ -143,7 +142,7 @@ func (c *Comm) PlanRedistribution(senders, receivers []int, bytes [][]int64, o R
 		o.K, _ = c.BackboneK(senders, receivers)
 	}
 	pat := &collective.Redistribution{Senders: len(senders), Receivers: len(receivers), Bytes: bytes, K: o.K, Rate: o.Rate, Setup: o.Setup}
-	c.redistributeCosts(pat, senders, receivers)
+	pat.CostsFrom(c.model(), senders, receivers)
 	return collective.PlanRedistribution(pat, algo, collective.Options{Seed: 1})
 }
 
@@ -175,46 +174,6 @@ func redistributeGroups(n int, senders, receivers []int) (map[int]int, map[int]i
 		ri[r] = j
 	}
 	return si, ri, nil
-}
-
-// redistributeCosts fills in the rate and setup time from the model when
-// the caller did not give them.
-func (c *Comm) redistributeCosts(pat *collective.Redistribution, senders, receivers []int) {
-	m := c.model()
-	var bw, lat []float64
-	for _, s := range senders {
-		for _, r := range receivers {
-			bw = append(bw, 1/perByte(m, s, r))
-			if m.Latency != nil {
-				lat = append(lat, m.Latency[s][r])
-			}
-		}
-	}
-	if pat.Rate == 0 {
-		pat.Rate = medianOf(bw)
-	}
-	if pat.Setup == 0 {
-		pat.Setup = 2 * medianOf(lat)
-		if pat.Setup == 0 {
-			pat.Setup = 100e-6
-		}
-	}
-}
-
-func perByte(m *collective.Model, i, j int) float64 {
-	if m.PerByte != nil {
-		return m.PerByte[i][j]
-	}
-	return 1 / m.Bandwidth[i][j]
-}
-
-func medianOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
 }
 
 // piece is one transfer of one step, with where its bytes sit in the pair's
@@ -423,7 +382,7 @@ func (c *Comm) ProbeBackbone(ctx context.Context, senders, receivers []int) (int
 	slowest := math.Inf(1)
 	for _, s := range senders {
 		for _, r := range receivers {
-			slowest = math.Min(slowest, 1/perByte(m, s, r))
+			slowest = math.Min(slowest, m.Rate(s, r))
 		}
 	}
 	size := int(math.Min(64<<20, math.Max(256<<10, slowest*0.05)))
@@ -477,63 +436,4 @@ func (c *Comm) ProbeBackbone(ctx context.Context, senders, receivers []int) (int
 	c.backbone[fmt.Sprint(senders, receivers)] = k
 	c.planMu.Unlock()
 	return k, single, nil
-}
-
-// Clusters splits the ranks of a model into two groups whose internal
-// links are fast compared with the links between them: the split that
-// maximises the ratio of the median bandwidth inside the groups to the
-// median bandwidth across, found by trying every threshold on the sorted
-// pair bandwidths (single-linkage clustering). It returns the groups
-// sorted, the lower ranks first; nil if the model has fewer than 2 ranks.
-func Clusters(m *collective.Model) [][]int {
-	n := m.Size()
-	if n < 2 {
-		return nil
-	}
-	sym := func(i, j int) float64 { return math.Min(1/perByte(m, i, j), 1/perByte(m, j, i)) }
-	type edge struct {
-		i, j int
-		bw   float64
-	}
-	var edges []edge
-	for i := 0; i < n; i++ {
-		for j := i + 1; j < n; j++ {
-			edges = append(edges, edge{i, j, sym(i, j)})
-		}
-	}
-	sort.Slice(edges, func(a, b int) bool { return edges[a].bw > edges[b].bw })
-	// Union the fastest edges until two components remain.
-	parent := make([]int, n)
-	for i := range parent {
-		parent[i] = i
-	}
-	var find func(int) int
-	find = func(x int) int {
-		for parent[x] != x {
-			parent[x] = parent[parent[x]]
-			x = parent[x]
-		}
-		return x
-	}
-	comps := n
-	for _, e := range edges {
-		if comps == 2 {
-			break
-		}
-		a, b := find(e.i), find(e.j)
-		if a != b {
-			parent[a] = b
-			comps--
-		}
-	}
-	groups := map[int][]int{}
-	for i := 0; i < n; i++ {
-		groups[find(i)] = append(groups[find(i)], i)
-	}
-	var out [][]int
-	for _, g := range groups {
-		out = append(out, g)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a][0] < out[b][0] })
-	return out
 }

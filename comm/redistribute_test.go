@@ -117,36 +117,6 @@ func TestRedistributeErrors(t *testing.T) {
 	}
 }
 
-func TestClusters(t *testing.T) {
-	// Two clusters of 3 with fast links inside (100) and slow ones across (10).
-	n := 6
-	m := &collective.Model{Bandwidth: collective.Matrix(n, 0)}
-	for i := 0; i < n; i++ {
-		for j := 0; j < n; j++ {
-			if i != j {
-				m.Bandwidth[i][j] = 10
-				if (i < 3) == (j < 3) {
-					m.Bandwidth[i][j] = 100 + float64(i+j)
-				}
-			}
-		}
-	}
-	require.Equal(t, [][]int{{0, 1, 2}, {3, 4, 5}}, Clusters(m))
-	// Interleaved.
-	for i := 0; i < n; i++ {
-		for j := 0; j < n; j++ {
-			if i != j {
-				m.Bandwidth[i][j] = 10
-				if i%2 == j%2 {
-					m.Bandwidth[i][j] = 100
-				}
-			}
-		}
-	}
-	require.Equal(t, [][]int{{0, 2, 4}, {1, 3, 5}}, Clusters(m))
-	require.Nil(t, Clusters(collective.NewUniformModel(1, 0, 1)))
-}
-
 // TestBackboneKRemembered: the k ProbeBackbone measures is the one
 // Redistribute and PlanRedistribution use when K is left at 0.
 func TestBackboneKRemembered(t *testing.T) {

@@ -199,7 +199,7 @@ func (r *refresher) measure(ctx context.Context, peer int) (time.Duration, bool)
 		return 0, false
 	}
 	defer r.release(-1)
-	rate := 1 / perByte(m, w.rank, peer)
+	rate := m.Rate(w.rank, peer)
 	size := int64(w.drift.MinBytes)
 	if !math.IsInf(rate, 0) && rate > 0 {
 		size = max(size, int64(rate*max(refreshTarget.Seconds(), 2*w.drift.MinSeconds)))

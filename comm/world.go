@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"runtime"
@@ -410,9 +409,11 @@ func (w *world) applyRailCosts(m *collective.Model) {
 		if rs == nil {
 			continue
 		}
-		costs := netprobe.RailCosts(m, w.rank, p)
-		if k := len(rs.Stats()); k < len(costs) {
-			costs = costs[:k]
+		k := len(rs.Stats())
+		costs, measured := netprobe.RailCosts(m, w.rank, p, k)
+		if !measured {
+			w.log.Warn("comm: the model's rail costs do not fit the rails", "peer", p, "rails", k, "model rails", len(m.Rails))
+			continue
 		}
 		if err := rs.SetCosts(costs); err != nil {
 			w.log.Warn("comm: the model's rail costs do not fit the rails", "peer", p, "err", err)
@@ -455,10 +456,7 @@ func (p railProbePort) UseRail(i int) {
 			costs[j] = transport.RailCost{Latency: 1, Bandwidth: 1}
 		}
 		if i < 0 {
-			costs = guessRailCosts(k)
-			if m := w.model.Load(); m != nil && len(m.Rails) >= k {
-				costs = netprobe.RailCosts(m, w.rank, peer)[:k]
-			}
+			costs, _ = netprobe.RailCosts(w.model.Load(), w.rank, peer, k)
 		} else {
 			costs[min(i, k-1)] = transport.RailCost{Latency: 1e-9, Bandwidth: 1e12}
 		}
@@ -476,7 +474,7 @@ func (w *world) observe(src int, bytes int64, seconds float64) {
 		return
 	}
 	w.driftMu.Lock()
-	w.drift.Observe(src, bytes, seconds, 1/perByte(m, src, w.rank))
+	w.drift.Observe(src, bytes, seconds, m.Rate(src, w.rank))
 	w.driftMu.Unlock()
 }
 
@@ -503,10 +501,6 @@ func (w *world) driftProposals() map[int]float64 {
 	return props
 }
 
-// railRef is the message size at which a pair's rails are summed up as
-// one (T, B) for the planners: bulk transfers.
-const railRef = 1 << 20
-
 // onRailDown is told when a rail to a peer fails; its RailSet has moved
 // the traffic to the surviving rails. The pair's cost changes: this rank
 // proposes the survivors' effective rate for the link from the peer, and
@@ -521,7 +515,7 @@ func (w *world) onRailDown(ev transport.RailEvent) {
 	if w.railDown == nil {
 		w.railDown = map[int]float64{}
 	}
-	w.railDown[ev.Peer] = ev.Model.Effective(railRef).Bandwidth
+	w.railDown[ev.Peer] = ev.Model.Effective(netprobe.RailRef).Bandwidth
 	w.driftMu.Unlock()
 }
 
@@ -533,53 +527,22 @@ func (w *world) applyDrift(props map[int]map[int]float64) {
 	if m == nil || len(props) == 0 {
 		return
 	}
-	n := m.Size()
-	cp := *m
-	cp.Bandwidth = make([][]float64, n)
-	for i := range cp.Bandwidth {
-		cp.Bandwidth[i] = make([]float64, n)
-		for j := range cp.Bandwidth[i] {
-			cp.Bandwidth[i][j] = 1 / perByte(m, i, j)
-		}
-		cp.Bandwidth[i][i] = 0
-	}
-	cp.PerByte = nil
-	changed := false
+	var rates []collective.PairRate
 	for dst, row := range props {
 		for src, rate := range row {
-			if src != dst && src >= 0 && src < n && dst >= 0 && dst < n && rate > 0 && !math.IsInf(rate, 0) {
-				cp.Bandwidth[src][dst] = rate
-				changed = true
-			}
+			rates = append(rates, collective.PairRate{From: src, To: dst, Rate: rate})
 		}
 	}
+	cp, changed := m.WithRates(rates)
 	if changed {
 		w.log.Info("comm: link rates drifted from the model; updated", "links", len(props))
-		w.setModel(&cp, nil)
+		w.setModel(cp, nil)
 	}
 }
 
 // modelDigest summarises the model, so that ranks can check they plan with
 // the same one.
-func (w *world) modelDigest() uint64 {
-	m := w.model.Load()
-	if m == nil {
-		return 0
-	}
-	h := fnv.New64a()
-	var b [8]byte
-	for i := 0; i < m.Size(); i++ {
-		for j := 0; j < m.Size(); j++ {
-			binary.LittleEndian.PutUint64(b[:], math.Float64bits(1/perByte(m, i, j)))
-			h.Write(b[:])
-			if m.Latency != nil {
-				binary.LittleEndian.PutUint64(b[:], math.Float64bits(m.Latency[i][j]))
-				h.Write(b[:])
-			}
-		}
-	}
-	return h.Sum64() &^ (1 << 63)
-}
+func (w *world) modelDigest() uint64 { return w.model.Load().Digest() }
 
 // probePort lets netprobe talk through a communicator.
 type probePort struct{ c *Comm }
@@ -782,7 +745,7 @@ func (w *world) emulate() error {
 		if l == nil {
 			continue
 		}
-		s := transport.ShapeConfig{Rate: 1 / perByte(m, w.rank, p)}
+		s := transport.ShapeConfig{Rate: m.Rate(w.rank, p)}
 		if m.Latency != nil {
 			s.Delay = time.Duration(m.Latency[w.rank][p] * float64(time.Second))
 		}
@@ -1168,8 +1131,9 @@ func (w *world) mesh(ctx context.Context, netw transport.Network, cfg transport.
 		case len(ls) == 1:
 			w.links[p] = ls[0]
 		default:
+			guess, _ := netprobe.RailCosts(nil, w.rank, p, len(ls))
 			rs, err := transport.NewRailSet(ls, transport.RailConfig{
-				RailModel:  transport.RailModel{Costs: guessRailCosts(len(ls)), Policy: w.cfg.RailPolicy},
+				RailModel:  transport.RailModel{Costs: guess, Policy: w.cfg.RailPolicy},
 				Router:     w.router,
 				MaxMessage: cfg.MaxMessage,
 				Logger:     w.log,
@@ -1192,16 +1156,6 @@ func (w *world) mesh(ctx context.Context, netw transport.Network, cfg transport.
 // railsWith returns how many rails this rank and peer have in common.
 func (w *world) railsWith(peer int) int {
 	return min(len(w.dir.Peers[w.rank].Addrs), len(w.dir.Peers[peer].Addrs))
-}
-
-// guessRailCosts are the rails' costs until the probe measures them: all
-// alike, so traffic spreads evenly.
-func guessRailCosts(n int) []transport.RailCost {
-	c := make([]transport.RailCost, n)
-	for i := range c {
-		c[i] = transport.RailCost{Latency: 50e-6, Bandwidth: 100e6}
-	}
-	return c
 }
 
 func (w *world) meshErr(ctx context.Context, err error) error {

@@ -343,7 +343,8 @@ func TestRailsProbed(t *testing.T) {
 			if p == r {
 				continue
 			}
-			want := netprobe.RailCosts(m, r, p)
+			want, measured := netprobe.RailCosts(m, r, p, len(rs.Stats()))
+			require.True(t, measured)
 			for i, st := range rs.Stats() {
 				require.Equal(t, want[i], st.Cost, "rank %d to %d, rail %d", r, p, i)
 			}

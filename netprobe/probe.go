@@ -59,7 +59,7 @@ type Config struct {
 	RepBudget time.Duration
 	// MinTime is how long the largest transfer of a sweep must take at
 	// least (unless MaxBytes or the budget stops it), so that scheduling
-	// jitter and TCP's slow start are small next to it. 0 means 30 ms.
+	// jitter and TCP's slow start are small next to it. 0 means 100 ms.
 	MinTime time.Duration
 	// Dominance: a sweep stops once a transfer takes this many times the
 	// smallest message's time. 0 means 8.
@@ -197,11 +197,6 @@ type RailPort interface {
 	RailPolicy() transport.RailPolicy
 }
 
-// RailRef is the message size at which a pair's rails are summed up as
-// one (T, B) line for the planners (transport.RailModel.Effective): bulk
-// transfers, exact at 0 and at this size.
-const RailRef = 1 << 20
-
 // probeRails probes every rail of a RailPort in turn.
 func probeRails(ctx context.Context, p RailPort, cfg Config) (*Result, error) {
 	defer p.UseRail(-1)
@@ -238,22 +233,6 @@ func probeRails(ctx context.Context, p RailPort, cfg Config) (*Result, error) {
 	}
 	res.Model, res.Seconds = &m, seconds
 	return res, nil
-}
-
-// RailCosts returns the costs of the rails from a to b in a model with
-// Rails (nil without).
-func RailCosts(m *collective.Model, a, b int) []transport.RailCost {
-	var c []transport.RailCost
-	for _, r := range m.Rails {
-		c = append(c, transport.RailCost{Latency: r.Latency[a][b], Bandwidth: r.Bandwidth[a][b]})
-	}
-	return c
-}
-
-// EffectiveRails sums up the rails from a to b under policy as one (T, B)
-// pair, exact at 0 and RailRef bytes.
-func EffectiveRails(m *collective.Model, a, b int, policy transport.RailPolicy) transport.RailCost {
-	return transport.RailModel{Costs: RailCosts(m, a, b), Policy: policy}.Effective(RailRef)
 }
 
 func probeOnce(ctx context.Context, p Port, cfg Config) (*Result, error) {

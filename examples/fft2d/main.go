@@ -177,7 +177,7 @@ func chooseGroups(c *comm.Comm, how string) ([]int, []int, string, error) {
 			a, b := half()
 			return a, b, "halves: no model", nil
 		}
-		g := comm.Clusters(m)
+		g := collective.Clusters(m)
 		if len(g) != 2 {
 			return nil, nil, "", fmt.Errorf("comm.Clusters returned %d groups, want 2", len(g))
 		}
