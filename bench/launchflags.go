@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/bootstrap"
 )
 
 // parseFlags parses a subcommand's flags. It returns false, with the exit
@@ -57,10 +57,10 @@ func (l *launchFlags) register(fs *flag.FlagSet, railsHelp, policyHelp string) {
 // -emulate is a usage error, reported on stderr as command's.
 func (l *launchFlags) env(command, tmp string, stderr io.Writer) (env []string, emulated string, code int, ok bool) {
 	if l.rails != nil && *l.rails != "" {
-		env = append(env, comm.EnvRails+"="+*l.rails)
+		env = append(env, bootstrap.EnvRails+"="+*l.rails)
 	}
 	if l.railPolicy != nil && *l.railPolicy != "" {
-		env = append(env, comm.EnvRailPolicy+"="+*l.railPolicy)
+		env = append(env, bootstrap.EnvRailPolicy+"="+*l.railPolicy)
 	}
 	if *l.emulate == "" {
 		return env, "", ExitOK, true
@@ -74,7 +74,7 @@ func (l *launchFlags) env(command, tmp string, stderr io.Writer) (env []string, 
 		fmt.Fprintf(stderr, "hetbench %s: -emulate %s describes %d ranks, -n is %d\n", command, *l.emulate, size, *l.n)
 		return nil, "", ExitUsage, false
 	}
-	return append(env, comm.EnvEmulate+"="+path), path, ExitOK, true
+	return append(env, bootstrap.EnvEmulate+"="+path), path, ExitOK, true
 }
 
 // launch starts the ranks with env and args (launchSelf).

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
 	"github.com/hetcomm/hetcomm/internal/launch"
@@ -67,7 +68,7 @@ func (f *liveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.pattern, "pattern", "", "pattern: alltoallv "+strings.Join(Patterns, ", ")+" (default uniform); multicast allbcast (default) or multi (25% of the ranks are sources, random destinations); redistribute random")
 	fs.StringVar(&f.bytes, "bytes", "65536,1048576", "comma-separated message sizes (the pattern's largest message)")
 	fs.StringVar(&f.algos, "algo", "", "comma-separated algorithms, or all: alltoallv caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive (default openshop,naive); multicast fef ... rrsp, auto, naive (default rrp,naive); redistribute ggp, oggp, bruteforce, each optionally +perpair (no barrier between steps) (default oggp,bruteforce)")
-	fs.StringVar(&f.groups, "groups", "", "redistribute: the two groups as ranks, e.g. 0,1,2,3:4,5,6,7 (default: comm.Clusters of the probed model, else the two halves)")
+	fs.StringVar(&f.groups, "groups", "", "redistribute: the two groups as ranks, e.g. 0,1,2,3:4,5,6,7 (default: collective.Clusters of the probed model, else the two halves)")
 	fs.IntVar(&f.k, "k", 0, "redistribute: the backbone's concurrency k (0: measured with ProbeBackbone)")
 	fs.IntVar(&f.iters, "iters", 20, "timed iterations per size and algorithm")
 	fs.IntVar(&f.warmup, "warmup", 3, "untimed iterations first")
@@ -222,9 +223,9 @@ Flags:
 	}
 	if *model != "" {
 		abs, _ := filepath.Abs(*model)
-		env = append(env, comm.EnvModel+"="+abs)
+		env = append(env, bootstrap.EnvModel+"="+abs)
 	} else if emulated != "" {
-		env = append(env, comm.EnvModel+"="+emulated) // plan with the emulated network
+		env = append(env, bootstrap.EnvModel+"="+emulated) // plan with the emulated network
 	}
 	ctx, stop := interruptContext()
 	defer stop()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
 	"github.com/hetcomm/hetcomm/netprobe"
@@ -71,7 +72,7 @@ Flags:
 	if !ok {
 		return code
 	}
-	env = append(env, comm.EnvProbe+"=full")
+	env = append(env, bootstrap.EnvProbe+"=full")
 	ctx, stop := interruptContext()
 	defer stop()
 	if err := lc.launch(ctx, env, []string{"probe-rank", "-out", outAbs}, stdout, stderr); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/hetcomm/hetcomm/transport"
 )
@@ -138,19 +137,7 @@ func (k *coll) finishInto(r *recvReq, buf []byte) ([]byte, error) {
 func (c *Comm) abort(why string) {
 	w := c.w
 	c.breakWith(&RankError{Rank: w.rank, Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
-	msg := control{Kind: "abort", Comm: c.id, Reason: why}
-	for _, g := range c.group {
-		if g == w.rank || w.isFailed(g) {
-			continue
-		}
-		w.wg.Add(1)
-		go func(g int) {
-			defer w.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			sendControl(ctx, w.links[g], msg)
-		}(g)
-	}
+	w.tell(c.group, control{Kind: "abort", Comm: c.id, Reason: why})
 }
 
 // Barrier returns once every rank of the communicator has called it

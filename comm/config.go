@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
@@ -18,15 +19,16 @@ const Naive collective.Algorithm = "naive"
 // its zero value means. DefaultConfig returns the defaults explicitly.
 type Config struct {
 	// Bootstrap says who this rank is and where its world meets. nil means
-	// BootstrapFromEnv(nil): the HETCOMM_* variables or a known launcher.
-	Bootstrap *Bootstrap
+	// bootstrap.FromEnv(nil): the HETCOMM_* variables or a known launcher.
+	Bootstrap *bootstrap.Bootstrap
 	// Network carries the links. nil means the socket transport named by
 	// Bootstrap.Transport. Set a *transport.MemNetwork (and Bootstrap
 	// Transport "mem") to run a whole world inside one process.
 	Network transport.Network
 	// Transport tunes the links (message size limit, socket buffers,
 	// QUIC windows, a logger). JobID, Rank, Secret, Alloc and Identity are
-	// set by comm. The zero value means transport.DefaultConfig().
+	// set by comm and bootstrap.Connect. The zero value means
+	// transport.DefaultConfig().
 	Transport transport.Config
 
 	// Alltoallv is the default planner of Alltoallv: one of

@@ -5,7 +5,7 @@
 //	recv, err := c.Alltoallv(ctx, send) // planned from the measured link costs and these sizes
 //	total, err := comm.Allreduce(ctx, c, []float64{x}, comm.Sum)
 //
-// Init joins the world (see [BootstrapFromEnv] for the launchers it
+// Init joins the world (see bootstrap.FromEnv for the launchers it
 // understands), authenticates every connection with the job's secret,
 // measures every link (package netprobe; HETCOMM_PROBE) and returns the
 // world communicator.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/comm"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
@@ -24,7 +25,7 @@ func Example() {
 			defer wg.Done()
 			ctx := context.Background()
 			c, err := comm.Init(ctx, &comm.Config{
-				Bootstrap: &comm.Bootstrap{Rank: r, Size: n, Coord: "coordinator", Secret: []byte("an example job secret"), Transport: "mem", Timeout: 10 * time.Second},
+				Bootstrap: &bootstrap.Bootstrap{Rank: r, Size: n, Coord: "coordinator", Secret: []byte("an example job secret"), Transport: "mem", Timeout: 10 * time.Second},
 				Network:   netw,
 				Probe:     netprobe.ModeOff,
 			})

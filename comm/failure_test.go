@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/collective"
 )
 
@@ -93,7 +94,7 @@ func TestWrongSecret(t *testing.T) {
 		wg.Add(1)
 		go func(r int, secret string) {
 			defer wg.Done()
-			comms[r], errs[r] = Init(ctx, &Config{Bootstrap: &Bootstrap{Rank: r, Size: 2, Coord: coord, Secret: []byte(secret), Job: "j", Transport: "tcp", Timeout: 2 * time.Second}})
+			comms[r], errs[r] = Init(ctx, &Config{Bootstrap: &bootstrap.Bootstrap{Rank: r, Size: 2, Coord: coord, Secret: []byte(secret), Job: "j", Transport: "tcp", Timeout: 2 * time.Second}})
 		}(r, secret)
 	}
 	start := time.Now()
@@ -334,7 +335,7 @@ func TestDupModelNowTimeout(t *testing.T) {
 	comms[0].w.setModel(m, []float64{0, 0.5, 0})
 	sub := comms[0].w.newComm(77, []int{2, 0}, 0)
 	require.Equal(t, 7.0, sub.Model().Bandwidth[0][1])
-	require.Nil(t, (&Comm{w: newWorld(&Bootstrap{Size: 1}, Config{})}).Model())
+	require.Nil(t, (&Comm{w: newWorld(&bootstrap.Bootstrap{Size: 1}, Config{})}).Model())
 	// Now is on rank 0's clock: with rank 1's offset at half a second, rank
 	// 1's Now runs half a second ahead of its own clock.
 	require.InDelta(t, 0.0, comms[1].Now().Sub(time.Now()).Seconds(), 0.05, "no offsets: the local clock")

@@ -146,18 +146,6 @@ func TestRefreshShareIsBounded(t *testing.T) {
 func TestRefreshConfig(t *testing.T) {
 	_, err := Config{RefreshShare: 0.9}.normalize()
 	require.ErrorContains(t, err, "RefreshShare")
-	b, err := BootstrapFromEnv(func(k string) string {
-		return map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "s", EnvRefresh: "10s"}[k]
-	})
-	require.NoError(t, err)
-	require.Equal(t, 10*time.Second, b.Refresh)
-	require.Contains(t, b.Env(), EnvRefresh+"=10s")
-	_, err = BootstrapFromEnv(func(k string) string {
-		return map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "s", EnvRefresh: "often"}[k]
-	})
-	var be *BootstrapError
-	require.ErrorAs(t, err, &be)
-	require.Equal(t, EnvRefresh, be.Var)
 }
 
 // Reprobe while the refresher runs (it stands aside while a probe runs,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/internal/freeport"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
@@ -55,7 +56,7 @@ func startWorldOn(t testing.TB, n int, transportName string, netw transport.Netw
 		go func(r int) {
 			defer wg.Done()
 			cfg := &Config{
-				Bootstrap: &Bootstrap{Rank: r, Size: n, Coord: coord, Secret: []byte(testSecret), Job: job, Transport: transportName, Timeout: 20 * time.Second},
+				Bootstrap: &bootstrap.Bootstrap{Rank: r, Size: n, Coord: coord, Secret: []byte(testSecret), Job: job, Transport: transportName, Timeout: 20 * time.Second},
 				Network:   netw,
 				Probe:     netprobe.ModeOff, // probe tests turn it on
 			}
@@ -105,7 +106,7 @@ func onAll(t testing.TB, comms []*Comm, f func(c *Comm) error) {
 }
 
 func TestInitSingleton(t *testing.T) {
-	c, err := Init(context.Background(), &Config{Bootstrap: &Bootstrap{Rank: 0, Size: 1}})
+	c, err := Init(context.Background(), &Config{Bootstrap: &bootstrap.Bootstrap{Rank: 0, Size: 1}})
 	require.NoError(t, err)
 	require.Equal(t, 0, c.Rank())
 	require.Equal(t, 1, c.Size())
@@ -172,20 +173,6 @@ func TestPointToPoint(t *testing.T) {
 			})
 		})
 	}
-}
-
-func TestLocalProcesses(t *testing.T) {
-	peers := []hello{
-		{Rank: 0, Host: "a", PID: 10},
-		{Rank: 1, Host: "a", PID: 11},
-		{Rank: 2, Host: "b", PID: 10},
-		{Rank: 3, Host: "a", PID: 10}, // a second rank of rank 0's process
-		{Rank: 4, Host: "", PID: 12},
-	}
-	require.Equal(t, 2, localProcesses(peers, 0))
-	require.Equal(t, 2, localProcesses(peers, 1))
-	require.Equal(t, 1, localProcesses(peers, 2))
-	require.Equal(t, 1, localProcesses(peers, 4), "an unknown host is shared with nobody")
 }
 
 // TestProcNull: sends to ProcNull and receives from it complete at once;
@@ -307,20 +294,6 @@ func TestRails(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestResolveRails(t *testing.T) {
-	local := func() ([]net.Addr, error) {
-		return []net.Addr{
-			&net.IPNet{IP: net.ParseIP("127.0.0.1"), Mask: net.CIDRMask(8, 32)},
-			&net.IPNet{IP: net.ParseIP("10.77.2.3"), Mask: net.CIDRMask(24, 32)},
-		}, nil
-	}
-	got, err := resolveRails([]string{"10.77.2.0/24", "192.168.1.5"}, local)
-	require.NoError(t, err)
-	require.Equal(t, []string{"10.77.2.3", "192.168.1.5"}, got)
-	_, err = resolveRails([]string{"10.99.0.0/16"}, local)
-	require.ErrorContains(t, err, "no address in that network")
 }
 
 // TestRailsProbed: the probe measures each rail in turn; the model lists

@@ -58,6 +58,19 @@ func SendControl(ctx context.Context, l Link, h Header, v any) error {
 	return l.Send(ctx, h, b)
 }
 
+// RecvControl receives l's next message, which must be a MsgControl
+// message, and decodes it into v with DecodeControl.
+func RecvControl(ctx context.Context, l Link, v any) error {
+	m, err := l.Recv(ctx)
+	if err != nil {
+		return err
+	}
+	if m.Header.Type != MsgControl {
+		return fmt.Errorf("%w: expected a control message, got %v", ErrMalformed, m.Header.Type)
+	}
+	return DecodeControl(m.Payload, v)
+}
+
 // MaxControlDepth bounds the nesting of arrays and maps in a control
 // payload.
 const MaxControlDepth = 32

@@ -26,6 +26,17 @@ func TestControlRoundTrip(t *testing.T) {
 		require.NoError(t, DecodeControl(m.Payload, &out))
 		require.Equal(t, in, out)
 	}
+	// RecvControl decodes a control message and refuses anything else.
+	la, lb := pair(t, transports()[0], testConfig(0), testConfig(1))
+	ctx := testCtx(t)
+	in := testControl{Op: "hello", Ranks: []int{7}}
+	require.NoError(t, SendControl(ctx, la, Header{}, in))
+	var got testControl
+	require.NoError(t, RecvControl(ctx, lb, &got))
+	require.Equal(t, in, got)
+	require.NoError(t, la.Send(ctx, Header{Type: MsgEager}, []byte("data")))
+	require.ErrorIs(t, RecvControl(ctx, lb, &got), ErrMalformed)
+
 	var out testControl
 	require.ErrorIs(t, DecodeControl([]byte{0xc1}, &out), ErrMalformed)
 	b, err := EncodeControl(1)

@@ -1,6 +1,6 @@
 // Command hetrun launches the ranks of a hetcomm program.
 //
-//	hetrun -n N [--transport tcp|quic|udp] [--hosts h1,h2,... | --hostfile F] [--rsh AGENT] PROGRAM_OR_PACKAGE [args...]
+//	hetrun -n N [--transport tcp|tls|quic|udp] [--hosts h1,h2,... | --hostfile F] [--rsh AGENT] PROGRAM_OR_PACKAGE [args...]
 //
 // A Go package (./examples/heat) is built once and started N times. Each
 // output line is prefixed with its rank; Ctrl-C and SIGTERM reach every
@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/internal/launch"
 	hettransport "github.com/hetcomm/hetcomm/transport"
 )
@@ -33,6 +33,25 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
+	spec, prog, buildDir, code := parseArgs(args)
+	if code >= 0 {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	prog, cleanup, code := resolveProgram(ctx, prog, buildDir, len(spec.Hosts) > 0)
+	defer cleanup()
+	if code >= 0 {
+		return code
+	}
+	spec.Program = prog
+	return exitCode(launch.Run(ctx, spec))
+}
+
+// parseArgs reads hetrun's flags into a launch spec, the program to run
+// and the build directory; code is the exit status when hetrun must stop
+// now (help, bad usage), -1 otherwise.
+func parseArgs(args []string) (spec launch.Spec, prog, buildDir string, code int) {
 	fs := flag.NewFlagSet("hetrun", flag.ContinueOnError)
 	n := fs.Int("n", 1, "number of ranks")
 	transport := fs.String("transport", "tcp", "transport between ranks: tcp, quic, udp or tls")
@@ -40,7 +59,7 @@ func run(args []string) int {
 	hostfile := fs.String("hostfile", "", "file with one host per line, optionally `host slots=N`")
 	rsh := fs.String("rsh", "ssh", "agent that runs a command on a host, called as AGENT HOST COMMAND")
 	timeout := fs.Duration("timeout", 0, "start-up and operation timeout passed to the ranks (default 60s)")
-	buildDir := fs.String("build-dir", "", "where a Go package is built (default: a temporary directory; use a shared path for remote hosts)")
+	buildDirFlag := fs.String("build-dir", "", "where a Go package is built (default: a temporary directory; use a shared path for remote hosts)")
 	coord := fs.String("coord", "", "coordinator host:port (default: a free port on rank 0's host)")
 	grace := fs.Duration("grace", 3*time.Second, "time ranks get between SIGTERM and SIGKILL")
 	noPrefix := fs.Bool("no-prefix", false, "do not prefix output lines with the rank")
@@ -69,48 +88,48 @@ Flags:
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return spec, "", "", 0
 		}
-		return 2
+		return spec, "", "", 2
 	}
 	if fs.NArg() < 1 {
 		fmt.Fprintln(os.Stderr, "hetrun: no program given")
 		fs.Usage()
-		return 2
+		return spec, "", "", 2
 	}
 	if *n < 1 {
 		fmt.Fprintf(os.Stderr, "hetrun: -n %d: need at least one rank\n", *n)
-		return 2
+		return spec, "", "", 2
 	}
-	spec := launch.Spec{N: *n, Args: fs.Args()[1:], Rsh: *rsh, Transport: *transport, Timeout: *timeout,
+	spec = launch.Spec{N: *n, Args: fs.Args()[1:], Rsh: *rsh, Transport: *transport, Timeout: *timeout,
 		Coord: *coord, Env: env, Grace: *grace, NoPrefix: *noPrefix}
 	if *rails != "" {
-		spec.Env = append(spec.Env, comm.EnvRails+"="+*rails)
+		spec.Env = append(spec.Env, bootstrap.EnvRails+"="+*rails)
 	}
 	if *railPolicy != "" {
 		if _, err := hettransport.ParseRailPolicy(*railPolicy); err != nil {
 			fmt.Fprintf(os.Stderr, "hetrun: --rail-policy %q: want auto, single, mux, agg or muxagg\n", *railPolicy)
-			return 2
+			return spec, "", "", 2
 		}
-		spec.Env = append(spec.Env, comm.EnvRailPolicy+"="+*railPolicy)
+		spec.Env = append(spec.Env, bootstrap.EnvRailPolicy+"="+*railPolicy)
 	}
 	if *refresh < 0 {
 		fmt.Fprintf(os.Stderr, "hetrun: --refresh %v: want a positive interval\n", *refresh)
-		return 2
+		return spec, "", "", 2
 	}
 	if *refresh > 0 {
-		spec.Env = append(spec.Env, comm.EnvRefresh+"="+refresh.String())
+		spec.Env = append(spec.Env, bootstrap.EnvRefresh+"="+refresh.String())
 	}
 	for _, kv := range env {
 		if !strings.Contains(kv, "=") {
 			fmt.Fprintf(os.Stderr, "hetrun: -x %q: want KEY=VALUE\n", kv)
-			return 2
+			return spec, "", "", 2
 		}
 	}
 	switch {
 	case *hosts != "" && *hostfile != "":
 		fmt.Fprintln(os.Stderr, "hetrun: give --hosts or --hostfile, not both")
-		return 2
+		return spec, "", "", 2
 	case *hosts != "":
 		for _, h := range strings.Split(*hosts, ",") {
 			if h = strings.TrimSpace(h); h != "" {
@@ -121,46 +140,54 @@ Flags:
 		data, err := os.ReadFile(*hostfile)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hetrun: %v\n", err)
-			return 2
+			return spec, "", "", 2
 		}
 		if spec.Hosts, err = launch.ParseHostfile(string(data)); err != nil {
 			fmt.Fprintf(os.Stderr, "hetrun: %s: %v\n", *hostfile, err)
-			return 2
+			return spec, "", "", 2
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	return spec, fs.Arg(0), *buildDirFlag, -1
+}
 
-	prog := fs.Arg(0)
+// resolveProgram builds prog when it is a Go package (in buildDir, or a
+// temporary directory that cleanup removes) and otherwise finds it in the
+// PATH unless it runs on remote hosts; code is the exit status when
+// hetrun must stop, -1 otherwise.
+func resolveProgram(ctx context.Context, prog, buildDir string, remote bool) (exe string, cleanup func(), code int) {
+	cleanup = func() {}
 	if launch.IsGoPackage(prog) {
-		dir := *buildDir
+		dir := buildDir
 		if dir == "" {
 			tmp, err := os.MkdirTemp("", "hetrun-")
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "hetrun: %v\n", err)
-				return 1
+				return "", cleanup, 1
 			}
-			defer os.RemoveAll(tmp)
+			cleanup = func() { os.RemoveAll(tmp) }
 			dir = tmp
 		}
 		exe, err := launch.BuildPackage(ctx, prog, dir)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hetrun: %v\n", err)
-			return 1
+			return "", cleanup, 1
 		}
-		prog = exe
-	} else if len(spec.Hosts) == 0 {
-		exe, err := exec.LookPath(prog)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "hetrun: %s: no such program or Go package\n", prog)
-			return 2
-		}
-		prog = exe
+		return exe, cleanup, -1
 	}
-	spec.Program = prog
+	if remote {
+		return prog, cleanup, -1
+	}
+	exe, err := exec.LookPath(prog)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hetrun: %s: no such program or Go package\n", prog)
+		return "", cleanup, 2
+	}
+	return exe, cleanup, -1
+}
 
-	err := launch.Run(ctx, spec)
+// exitCode reports how the job ended and returns hetrun's exit status.
+func exitCode(err error) int {
 	var re *launch.RankError
 	switch {
 	case err == nil:

@@ -45,7 +45,7 @@ func main() {
 	flag.IntVar(&cfg.cols, "cols", 512, "columns of a frame (a power of two, at least the size of group B)")
 	flag.IntVar(&cfg.frames, "frames", 8, "number of frames streamed through the pipeline")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the input frames")
-	groups := flag.String("groups", "auto", "the two groups: half (first half of the ranks rows, second half columns), clusters (comm.Clusters of the probed model), or auto (clusters when the model shows two clusters, half otherwise)")
+	groups := flag.String("groups", "auto", "the two groups: half (first half of the ranks rows, second half columns), clusters (collective.Clusters of the probed model), or auto (clusters when the model shows two clusters, half otherwise)")
 	algo := flag.String("algo", "oggp", "Redistribute planner: oggp, ggp or bruteforce")
 	flag.IntVar(&cfg.opts.K, "k", 0, "transfers the backbone carries at once (0: measured, or min of the group sizes without a model)")
 	flag.BoolVar(&cfg.opts.PerPair, "perpair", false, "drop the barriers between the corner turn's steps (by default steps are separated by barriers, as in the redistribution paper)")
@@ -179,7 +179,7 @@ func chooseGroups(c *comm.Comm, how string) ([]int, []int, string, error) {
 		}
 		g := collective.Clusters(m)
 		if len(g) != 2 {
-			return nil, nil, "", fmt.Errorf("comm.Clusters returned %d groups, want 2", len(g))
+			return nil, nil, "", fmt.Errorf("collective.Clusters returned %d groups, want 2", len(g))
 		}
 		ratio := clusterRatio(m, g)
 		if how == "auto" && ratio < 2 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/comm"
 	"github.com/hetcomm/hetcomm/transport"
 )
@@ -36,7 +37,7 @@ func Start(t testing.TB, n int, netw transport.Network, tweak func(rank int, c *
 		go func(r int) {
 			defer wg.Done()
 			cfg := &comm.Config{
-				Bootstrap: &comm.Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte(Secret), Job: job, Transport: "mem", Timeout: 20 * time.Second},
+				Bootstrap: &bootstrap.Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte(Secret), Job: job, Transport: "mem", Timeout: 20 * time.Second},
 				Network:   netw,
 			}
 			if tweak != nil {

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/internal/freeport"
 )
 
@@ -124,11 +124,26 @@ type proc struct {
 // the others), or ErrInterrupted when ctx ended first (after stopping
 // every rank).
 func Run(ctx context.Context, s Spec) error {
+	s, err := s.withDefaults()
+	if err != nil {
+		return err
+	}
+	procs, err := s.startAll()
+	if err != nil {
+		return err
+	}
+	return s.watch(ctx, procs)
+}
+
+// withDefaults checks the spec and fills in its defaults: ssh, tcp, a
+// 3 s grace, the process's stdout and stderr, a fresh secret and job id,
+// and a free coordinator port on rank 0's host.
+func (s Spec) withDefaults() (Spec, error) {
 	if s.N < 1 {
-		return fmt.Errorf("launch: -n %d: need at least one rank", s.N)
+		return s, fmt.Errorf("launch: -n %d: need at least one rank", s.N)
 	}
 	if s.Program == "" {
-		return errors.New("launch: no program")
+		return s, errors.New("launch: no program")
 	}
 	if s.Rsh == "" {
 		s.Rsh = "ssh"
@@ -146,33 +161,41 @@ func Run(ctx context.Context, s Spec) error {
 		s.Stderr = os.Stderr
 	}
 	if s.Secret == "" {
-		s.Secret = comm.NewSecret()
+		s.Secret = bootstrap.NewSecret()
 	}
 	if s.Job == "" {
 		s.Job = fmt.Sprintf("hetrun-%d-%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	}
-	host := func(rank int) string {
-		if len(s.Hosts) == 0 {
-			return ""
+	if s.Coord == "" {
+		coord, err := pickCoord(s.host(0))
+		if err != nil {
+			return s, err
 		}
-		return s.Hosts[rank%len(s.Hosts)]
+		s.Coord = coord
 	}
-	coord := s.Coord
-	if coord == "" {
-		var err error
-		if coord, err = pickCoord(host(0)); err != nil {
-			return err
-		}
+	return s, nil
+}
+
+// host is the host of a rank ("" for this one): round-robin over Hosts.
+func (s Spec) host(rank int) string {
+	if len(s.Hosts) == 0 {
+		return ""
 	}
+	return s.Hosts[rank%len(s.Hosts)]
+}
+
+// startAll starts every rank, locally or through the agent; if one cannot
+// start, it stops those already running.
+func (s Spec) startAll() ([]*proc, error) {
 	localRank := map[string]int{}
 	outMu := &sync.Mutex{}
 	procs := make([]*proc, s.N)
 	for r := 0; r < s.N; r++ {
-		h := host(r)
-		b := comm.Bootstrap{Rank: r, Size: s.N, LocalRank: localRank[h], Coord: coord, Secret: []byte(s.Secret),
+		h := s.host(r)
+		b := bootstrap.Bootstrap{Rank: r, Size: s.N, LocalRank: localRank[h], Coord: s.Coord, Secret: []byte(s.Secret),
 			Job: s.Job, Transport: s.Transport, Timeout: s.Timeout}
 		if b.Timeout <= 0 {
-			b.Timeout = comm.DefaultTimeout
+			b.Timeout = bootstrap.DefaultTimeout
 		}
 		localRank[h]++
 		if h != "" {
@@ -196,10 +219,16 @@ func Run(ctx context.Context, s Spec) error {
 		procs[r] = p
 		if err := p.start(s, outMu); err != nil {
 			stopAll(procs[:r], s.Grace)
-			return err
+			return nil, err
 		}
 	}
+	return procs, nil
+}
 
+// watch waits for the ranks: it returns nil when every one exits 0, the
+// first failure (with the others that followed) when one fails, and
+// ErrInterrupted when ctx ends; it stops the other ranks in both cases.
+func (s Spec) watch(ctx context.Context, procs []*proc) error {
 	failed := make(chan *proc, s.N)
 	for _, p := range procs {
 		go func(p *proc) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/comm"
 	"github.com/hetcomm/hetcomm/taskmap"
 	"github.com/hetcomm/hetcomm/taskmap/taskrun"
@@ -25,7 +26,7 @@ func Example() {
 		go func(r int) {
 			defer wg.Done()
 			ctx := context.Background()
-			c, err := comm.Init(ctx, &comm.Config{Network: netw, Bootstrap: &comm.Bootstrap{
+			c, err := comm.Init(ctx, &comm.Config{Network: netw, Bootstrap: &bootstrap.Bootstrap{
 				Rank: r, Size: ranks, Coord: "coord", Job: "example", Transport: "mem",
 				Secret: []byte("an example secret of 32 bytes..."), Timeout: 10 * time.Second}})
 			if err != nil {

@@ -1,7 +1,8 @@
-package comm
+package bootstrap
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,7 +41,7 @@ func TestBootstrapLaunchers(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b, err := BootstrapFromEnv(envOf(c.env))
+			b, err := FromEnv(envOf(c.env))
 			require.NoError(t, err)
 			require.Equal(t, c.launcher, b.Launcher)
 			require.Equal(t, c.rank, b.Rank)
@@ -58,22 +59,22 @@ func TestBootstrapLaunchers(t *testing.T) {
 
 func TestBootstrapSlurmCoordinator(t *testing.T) {
 	env := map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "42", "SLURM_STEP_ID": "1", "SLURM_STEP_NODELIST": "cn[003-004]", EnvSecret: "x"}
-	a, err := BootstrapFromEnv(envOf(env))
+	a, err := FromEnv(envOf(env))
 	require.NoError(t, err)
 	env["SLURM_PROCID"] = "3"
-	b, err := BootstrapFromEnv(envOf(env))
+	b, err := FromEnv(envOf(env))
 	require.NoError(t, err)
 	require.Equal(t, a.Coord, b.Coord, "every task derives the same coordinator")
 	require.Contains(t, a.Coord, "cn003:")
 	require.Equal(t, "slurm-42.1", a.Job)
 	env["SLURM_STEP_ID"] = "2"
-	c, err := BootstrapFromEnv(envOf(env))
+	c, err := FromEnv(envOf(env))
 	require.NoError(t, err)
 	require.NotEqual(t, a.Coord, c.Coord, "another step gets another port")
 }
 
 func TestBootstrapOverridesAndErrors(t *testing.T) {
-	b, err := BootstrapFromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "k",
+	b, err := FromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "k",
 		EnvTransport: "QUIC", EnvTimeout: "5s", EnvRails: "10.0.0.1, 10.1.0.1", EnvJob: "j1", EnvHost: "10.0.0.1"}))
 	require.NoError(t, err)
 	require.Equal(t, "quic", b.Transport)
@@ -90,7 +91,7 @@ func TestBootstrapOverridesAndErrors(t *testing.T) {
 			}
 		}
 	}
-	b2, err := BootstrapFromEnv(envOf(m))
+	b2, err := FromEnv(envOf(m))
 	require.NoError(t, err)
 	require.Equal(t, b, b2)
 
@@ -108,9 +109,9 @@ func TestBootstrapOverridesAndErrors(t *testing.T) {
 	}
 	for name, env := range bad {
 		t.Run(name, func(t *testing.T) {
-			_, err := BootstrapFromEnv(envOf(env))
-			var be *BootstrapError
-			require.True(t, errors.As(err, &be), "want *BootstrapError, got %v", err)
+			_, err := FromEnv(envOf(env))
+			var be *EnvError
+			require.True(t, errors.As(err, &be), "want *EnvError, got %v", err)
 		})
 	}
 }
@@ -119,11 +120,11 @@ func TestBootstrapSecretFile(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "secret")
 	require.NoError(t, os.WriteFile(f, []byte("  hunter2\n"), 0o600))
-	b, err := BootstrapFromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "h:1", EnvSecretFile: f}))
+	b, err := FromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "h:1", EnvSecretFile: f}))
 	require.NoError(t, err)
 	require.Equal(t, []byte("hunter2"), b.Secret)
 	require.NoError(t, os.Chmod(f, 0o644))
-	_, err = BootstrapFromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "h:1", EnvSecretFile: f}))
+	_, err = FromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "h:1", EnvSecretFile: f}))
 	require.ErrorContains(t, err, "world-readable")
 }
 
@@ -151,10 +152,53 @@ func TestExpandHostlist(t *testing.T) {
 }
 
 func TestBootstrapEmulateAndProbe(t *testing.T) {
-	b, err := BootstrapFromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "1", EnvEmulate: "/x/model.json", EnvProbe: "OFF"}))
+	b, err := FromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "1", EnvEmulate: "/x/model.json", EnvProbe: "OFF"}))
 	require.NoError(t, err)
 	require.Equal(t, "/x/model.json", b.Emulate)
 	require.Equal(t, "off", b.Probe)
-	_, err = BootstrapFromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "1", EnvProbe: "sometimes"}))
+	_, err = FromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "1", EnvProbe: "sometimes"}))
 	require.ErrorContains(t, err, "probing mode")
+}
+
+func TestLocalProcesses(t *testing.T) {
+	dir := &Directory{Peers: []Peer{
+		{Rank: 0, Host: "a", PID: 10},
+		{Rank: 1, Host: "a", PID: 11},
+		{Rank: 2, Host: "b", PID: 10},
+		{Rank: 3, Host: "a", PID: 10}, // a second rank of rank 0's process
+		{Rank: 4, Host: "", PID: 12},
+	}}
+	require.Equal(t, 2, dir.LocalProcesses(0))
+	require.Equal(t, 2, dir.LocalProcesses(1))
+	require.Equal(t, 1, dir.LocalProcesses(2))
+	require.Equal(t, 1, dir.LocalProcesses(4), "an unknown host is shared with nobody")
+}
+
+func TestResolveRails(t *testing.T) {
+	local := func() ([]net.Addr, error) {
+		return []net.Addr{
+			&net.IPNet{IP: net.ParseIP("127.0.0.1"), Mask: net.CIDRMask(8, 32)},
+			&net.IPNet{IP: net.ParseIP("10.77.2.3"), Mask: net.CIDRMask(24, 32)},
+		}, nil
+	}
+	got, err := resolveRails([]string{"10.77.2.0/24", "192.168.1.5"}, local)
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.77.2.3", "192.168.1.5"}, got)
+	_, err = resolveRails([]string{"10.99.0.0/16"}, local)
+	require.ErrorContains(t, err, "no address in that network")
+}
+
+func TestBootstrapRefresh(t *testing.T) {
+	b, err := FromEnv(func(k string) string {
+		return map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "s", EnvRefresh: "10s"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, b.Refresh)
+	require.Contains(t, b.Env(), EnvRefresh+"=10s")
+	_, err = FromEnv(func(k string) string {
+		return map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "s", EnvRefresh: "often"}[k]
+	})
+	var be *EnvError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, EnvRefresh, be.Var)
 }

@@ -1,0 +1,279 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hetcomm/hetcomm/transport"
+)
+
+// control is a msgpack control message between ranks.
+type control struct {
+	Kind   string `msgpack:"kind"`
+	Rank   int    `msgpack:"rank,omitempty"`
+	Comm   uint32 `msgpack:"comm,omitempty"`
+	Reason string `msgpack:"reason,omitempty"`
+}
+
+func (w *world) protocolError(peer int, msg string) {
+	w.log.Warn("comm: protocol error", "peer", peer, "err", msg)
+	w.markFailed(peer, &failure{msg: "protocol error: " + msg, cause: ErrProtocol}, true)
+}
+
+// linkDown handles the end of a link.
+func (w *world) linkDown(peer int, err error) {
+	w.mu.Lock()
+	closing, graceful := w.closing, w.closeRecv[peer]
+	w.mu.Unlock()
+	if closing || graceful {
+		w.markClosed(peer)
+		return
+	}
+	w.markFailed(peer, &failure{msg: "link lost (the process died or the network failed)", cause: err}, true)
+}
+
+func (w *world) onControl(peer int, c control) {
+	switch c.Kind {
+	case "failed":
+		if c.Rank >= 0 && c.Rank < w.size && c.Rank != w.rank {
+			w.markFailed(c.Rank, &failure{msg: fmt.Sprintf("reported failed by rank %d: %s", peer, c.Reason)}, false)
+		}
+	case "abort":
+		w.mu.Lock()
+		var target *Comm
+		for x := range w.comms {
+			if x.id == c.Comm {
+				target = x
+			}
+		}
+		w.mu.Unlock()
+		if target != nil {
+			target.breakWith(&RankError{Rank: peer, Err: fmt.Errorf("%w: %s", ErrMismatch, c.Reason)})
+		}
+	default:
+		w.log.Warn("comm: unknown control message", "peer", peer, "kind", c.Kind)
+	}
+}
+
+func (w *world) onClose(peer int) {
+	w.mu.Lock()
+	w.closeRecv[peer] = true
+	w.mu.Unlock()
+	w.markClosed(peer)
+}
+
+// markFailed records that peer is gone and fails everything that waits
+// on it. With notify, the other ranks are told. A graceful close (the peer
+// said goodbye) fails only what waits on that peer itself; a failure also
+// fails wildcard receives and breaks every communicator holding the peer.
+func (w *world) markFailed(peer int, why error, notify bool) {
+	w.markGone(peer, why, notify, false)
+}
+
+// markClosed records a peer's graceful goodbye.
+func (w *world) markClosed(peer int) {
+	w.markGone(peer, &failure{msg: "closed its communicator"}, false, true)
+}
+
+func (w *world) markGone(peer int, why error, notify, graceful bool) {
+	w.mu.Lock()
+	if w.failed[peer] != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.failed[peer] = why
+	w.graceful[peer] = graceful
+	close(w.failCh[peer])
+	rerr := &RankError{Op: "", Rank: peer, Err: why}
+	for ctxID, q := range w.queues {
+		c := w.commOfCtx(ctxID)
+		// Receives and probes from the peer fail; from any source too
+		// when the peer failed and belongs to the communicator.
+		fail := func(list []*recvReq) []*recvReq {
+			keep := list[:0]
+			for _, r := range list {
+				if r.src == peer || !graceful && r.src == anySource && c != nil && c.hasWorldRank(peer) {
+					r.err = rerr
+					close(r.done)
+					continue
+				}
+				keep = append(keep, r)
+			}
+			return keep
+		}
+		q.posted, q.probes = fail(q.posted), fail(q.probes)
+	}
+	for k, s := range w.slots {
+		if k.peer == peer && !s.done {
+			s.err, s.done = rerr, true
+			close(s.ch)
+		}
+	}
+	if !graceful {
+		for c := range w.comms {
+			if c.hasWorldRank(peer) {
+				c.breakWith(rerr)
+			}
+		}
+	}
+	closing := w.closing
+	w.mu.Unlock()
+	if notify && !closing {
+		w.log.Warn("comm: rank failed", "rank", peer, "reason", why.Error())
+		others := make([]int, 0, w.size)
+		for p := range w.size {
+			if p != peer {
+				others = append(others, p)
+			}
+		}
+		w.tell(others, control{Kind: "failed", Rank: peer, Reason: why.Error()})
+	}
+}
+
+// tell sends a control message to the ranks in to (world ranks), each in
+// a goroutine of its own with a second to go out; it skips this rank and
+// the ranks that failed.
+func (w *world) tell(to []int, msg control) {
+	for _, p := range to {
+		l := w.links[p]
+		if l == nil || p == w.rank || w.isFailed(p) {
+			continue
+		}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			transport.SendControl(ctx, l, transport.Header{}, msg)
+		}()
+	}
+}
+
+func (w *world) isFailed(peer int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed[peer] != nil
+}
+
+// commOfCtx finds the communicator of a context id (w.mu held).
+func (w *world) commOfCtx(ctxID uint32) *Comm {
+	for c := range w.comms {
+		if c.id == ctxID>>1 {
+			return c
+		}
+	}
+	return nil
+}
+
+// heartbeatLoop keeps idle links alive and declares silent peers failed.
+func (w *world) heartbeatLoop() {
+	defer w.wg.Done()
+	t := time.NewTicker(w.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.quit:
+			return
+		case now := <-t.C:
+			for p, l := range w.links {
+				if l == nil || w.isFailed(p) {
+					continue
+				}
+				if now.UnixNano()-w.lastSend[p].Load() >= int64(w.cfg.Heartbeat) {
+					w.wg.Add(1)
+					go func(p int, l transport.Link) {
+						defer w.wg.Done()
+						ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Heartbeat)
+						defer cancel()
+						if l.Send(ctx, transport.Header{Type: transport.MsgHeartbeat}, nil) == nil {
+							w.lastSend[p].Store(time.Now().UnixNano())
+						}
+					}(p, l)
+				}
+				if w.busySince[p].Load() == 0 && now.UnixNano()-w.lastRecv[p].Load() > int64(w.cfg.FailAfter) {
+					w.markFailed(p, &failure{msg: fmt.Sprintf("silent for more than %v", w.cfg.FailAfter)}, true)
+				}
+			}
+		}
+	}
+}
+
+// close leaves the world gracefully: it tells every peer, waits (up to the
+// bootstrap timeout) until every peer has said the same or failed, then
+// closes the links and stops every goroutine.
+func (w *world) close() error {
+	w.closeOnce.Do(func() {
+		w.stopRefresh()
+		if w.size > 1 && w.links != nil {
+			w.mu.Lock()
+			w.closing = true
+			w.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), w.boot.Timeout)
+			var wg sync.WaitGroup
+			for p, l := range w.links {
+				if l == nil || w.isFailed(p) {
+					continue
+				}
+				wg.Add(1)
+				go func(l transport.Link) {
+					defer wg.Done()
+					l.Send(ctx, transport.Header{Type: transport.MsgClose}, nil)
+				}(l)
+			}
+			wg.Wait()
+			for p := range w.links {
+				if p == w.rank {
+					continue
+				}
+				select {
+				case <-w.failCh[p]:
+				case <-ctx.Done():
+				}
+			}
+			cancel()
+		}
+		w.shutdown()
+	})
+	return w.closeErr
+}
+
+// shutdown closes everything without ceremony and waits for the
+// goroutines.
+func (w *world) shutdown() {
+	w.stopRefresh()
+	select {
+	case <-w.quit:
+	default:
+		close(w.quit)
+	}
+	w.mu.Lock()
+	w.closing = true
+	w.mu.Unlock()
+	for _, l := range w.listeners {
+		l.Close()
+	}
+	for _, l := range w.links {
+		if l != nil {
+			l.Close()
+		}
+	}
+	w.wg.Wait()
+	// Fail whatever still waits.
+	w.mu.Lock()
+	for _, q := range w.queues {
+		for _, r := range append(q.posted, q.probes...) {
+			r.err = ErrClosed
+			close(r.done)
+		}
+		q.posted, q.probes = nil, nil
+	}
+	for _, s := range w.slots {
+		if !s.done {
+			s.err, s.done = ErrClosed, true
+			close(s.ch)
+		}
+	}
+	w.mu.Unlock()
+}
