@@ -383,7 +383,7 @@ func (l *quicLink) readLoop(fr *frameReader) {
 			if errors.As(err, &fe) {
 				l.die(err, quicCodeBadFrame)
 			} else {
-				l.die(classify(nil, err, l.c.isClosed()), quicCodeClosed)
+				l.die(classifyWith(nil, err, l.c.isClosed(), quicPeerGone), quicCodeClosed)
 			}
 			return
 		}
@@ -414,6 +414,20 @@ func (l *quicLink) acceptLoop() {
 		l.wg.Add(1)
 		go l.readLoop(newFrameReader(st, st.SetReadDeadline, l.cfg, l.peer))
 	}
+}
+
+// quicPeerGone recognises the quic-go errors that mean the peer ended the
+// connection or a stream: its CONNECTION_CLOSE (a remote application
+// error) and a stream reset. quic-go's connection errors all match
+// net.ErrClosed, so any other (a local close, an idle timeout) classifies
+// as ErrClosed.
+func quicPeerGone(err error) bool {
+	var appErr *quic.ApplicationError
+	if errors.As(err, &appErr) && appErr.Remote {
+		return true
+	}
+	var sErr *quic.StreamError
+	return errors.As(err, &sErr)
 }
 
 func (l *quicLink) deadErr() error {
@@ -452,10 +466,10 @@ func (l *quicLink) Send(ctx context.Context, h Header, payload []byte) error {
 	if w.fw == nil {
 		st, err := l.conn.OpenUniStreamSync(ctx)
 		if err != nil {
-			return l.opErr("send", classify(ctx, err, l.c.isClosed()))
+			return l.opErr("send", classifyWith(ctx, err, l.c.isClosed(), quicPeerGone))
 		}
 		if _, err := st.Write([]byte{byte(w.ch)}); err != nil {
-			return l.opErr("send", classify(ctx, err, l.c.isClosed()))
+			return l.opErr("send", classifyWith(ctx, err, l.c.isClosed(), quicPeerGone))
 		}
 		st.SetPriority(quicUrgencyBulk, true)
 		w.fw = newFrameWriter(st, st.SetWriteDeadline, false)
@@ -465,7 +479,7 @@ func (l *quicLink) Send(ctx context.Context, h Header, payload []byte) error {
 	if err == nil {
 		return nil
 	}
-	cerr := classify(ctx, err, l.c.isClosed())
+	cerr := classifyWith(ctx, err, l.c.isClosed(), quicPeerGone)
 	if l.c.isClosed() {
 		cerr = l.deadErr()
 	} else if n > 0 && !errors.Is(cerr, ErrPeerClosed) {
