@@ -14,7 +14,7 @@ const (
 	KindMem  Kind = 1 // in-process links, for tests and emulation
 	KindTCP  Kind = 2 // one TCP connection per peer and rail
 	KindTLS  Kind = 3 // TCP with TLS 1.3 and per-job certificates
-	KindQUIC Kind = 4 // quic-go, one stream per channel
+	KindQUIC Kind = 4 // quic-go, one stream per channel (package transport/quic)
 	KindUDP  Kind = 5 // reliable UDP (transport/internal/rudp)
 )
 
@@ -132,7 +132,8 @@ type Config struct {
 	QUIC QUICConfig
 }
 
-// QUICConfig tunes quic-go. Zero fields take the defaults given.
+// QUICConfig tunes quic-go (the QUIC transport, package transport/quic).
+// Zero fields take the defaults given.
 type QUICConfig struct {
 	// StreamWindow is the maximum per-stream receive window. 0: 32 MiB.
 	StreamWindow uint64

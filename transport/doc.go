@@ -11,12 +11,21 @@
 //     (NewIdentity) pinned by their SHA-256 fingerprints
 //     (Config.Fingerprints).
 //   - quic: quic-go, same certificates; one stream per logical Channel so a
-//     bulk payload never holds up control traffic (see ChannelOf).
+//     bulk payload never holds up control traffic (see ChannelOf). It lives
+//     in package transport/quic so that programs that do not use it (the
+//     launcher) do not link quic-go: importing that package, as comm does,
+//     registers it, and NetworkFor, Listen and Dial then serve KindQUIC.
 //   - udp: our reliable UDP (transport/internal/rudp: selective
 //     acknowledgements, RTT-driven retransmission, CUBIC with pacing)
 //     carrying the same framing and handshake as tcp.
 //   - mem: in-process queues (NewMemNetwork) for deterministic tests, with
 //     per-direction rate, delay and seeded loss.
+//
+// A transport in another package implements Link, Listener and Network
+// with the link kit (linkkit.go: Config.WithDefaults, TLSConfig,
+// DialHandshake and ListenHandshake, FrameWriter and FrameReader,
+// ClassifyError), so it speaks the same handshake, frames and errors as
+// the built-in ones, and registers itself with RegisterNetwork.
 //
 // Any link can be shaped in user space (Shape, ShapeNetwork) so that a
 // heterogeneous network with latencies can be emulated on one machine

@@ -8,8 +8,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-
-	"github.com/quic-go/quic-go"
 )
 
 // sentinel is a package-prefixed sentinel error that may also match a
@@ -122,31 +120,23 @@ func (e *FrameError) Unwrap() error { return e.Err }
 // isPeerGone reports whether err means the peer closed or reset the
 // connection.
 func isPeerGone(err error) bool {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, syscall.ECONNABORTED) {
-		return true
-	}
-	var appErr *quic.ApplicationError
-	if errors.As(err, &appErr) {
-		return true
-	}
-	var idle *quic.IdleTimeoutError
-	if errors.As(err, &idle) {
-		return true
-	}
-	var sErr *quic.StreamError
-	if errors.As(err, &sErr) {
-		return true
-	}
-	var tErr *quic.TransportError
-	return errors.As(err, &tErr)
+		errors.Is(err, syscall.ECONNABORTED)
 }
 
 // classify maps an I/O error to the package's error vocabulary: a deadline
 // caused by ctx becomes ctx's error, a peer that went away becomes
 // ErrPeerClosed (keeping the cause), a local close becomes ErrClosed.
 func classify(ctx context.Context, err error, closed bool) error {
+	return classifyWith(ctx, err, closed, nil)
+}
+
+// classifyWith is classify for a transport whose own errors can say that
+// the peer went away: peerGone, if not nil, recognises them. It is asked
+// before net.ErrClosed, which such errors may also match (see
+// ClassifyError).
+func classifyWith(ctx context.Context, err error, closed bool, peerGone func(error) bool) error {
 	if err == nil {
 		return nil
 	}
@@ -161,8 +151,7 @@ func classify(ctx context.Context, err error, closed bool) error {
 	if ctx != nil && ctx.Err() != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ctx.Err())) {
 		return ctx.Err()
 	}
-	var appErr *quic.ApplicationError
-	if errors.As(err, &appErr) && appErr.Remote {
+	if peerGone != nil && peerGone(err) {
 		return fmt.Errorf("%w: %w", ErrPeerClosed, err)
 	}
 	if errors.Is(err, net.ErrClosed) {

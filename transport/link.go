@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 )
 
 // Message is one received message: its header and its payload (exactly
@@ -108,17 +109,85 @@ type Network interface {
 }
 
 // NetworkFor returns the Network of a socket transport: KindTCP, KindTLS,
-// KindQUIC or KindUDP. Use NewMemNetwork for KindMem.
+// KindQUIC or KindUDP. Use NewMemNetwork for KindMem. KindQUIC lives in
+// package github.com/hetcomm/hetcomm/transport/quic, which registers it
+// (RegisterNetwork) when it is linked in; comm links it in. Without it,
+// NetworkFor(KindQUIC) fails with an error that matches ErrBadConfig and
+// names that package.
 func NetworkFor(k Kind) (Network, error) {
 	switch k {
 	case KindTCP:
 		return tcpNetwork{tls: false}, nil
 	case KindTLS:
 		return tcpNetwork{tls: true}, nil
-	case KindQUIC:
-		return quicNetwork{}, nil
 	case KindUDP:
 		return udpNetwork{}, nil
+	}
+	return networks.lookup(k)
+}
+
+// RegisterNetwork makes n the Network of transport k for NetworkFor,
+// Listen and Dial. A transport that lives in a package of its own, so that
+// programs that do not use it do not link its dependencies, calls it from
+// that package's init function; a program then enables the transport by
+// importing the package, for its side effects only if it needs nothing
+// else from it (as with database/sql drivers and image formats):
+//
+//	import _ "github.com/hetcomm/hetcomm/transport/quic"
+//
+// Only such transports can be registered: today KindQUIC. RegisterNetwork
+// panics if k is built in (mem, tcp, tls, udp) or unknown, if n is nil or
+// n.Kind() is not k, or if k is already registered: each is a programming
+// error, found when the program starts.
+func RegisterNetwork(k Kind, n Network) {
+	networks.register(k, n)
+}
+
+// pluggable maps the transports that live in their own package to that
+// package's import path.
+var pluggable = map[Kind]string{
+	KindQUIC: "github.com/hetcomm/hetcomm/transport/quic",
+}
+
+// registry holds the Networks registered with RegisterNetwork.
+type registry struct {
+	mu   sync.RWMutex
+	nets map[Kind]Network
+}
+
+// networks is the registry of RegisterNetwork and NetworkFor.
+var networks registry
+
+func (r *registry) register(k Kind, n Network) {
+	if _, ok := pluggable[k]; !ok {
+		panic(fmt.Sprintf("transport: RegisterNetwork(%v): only transports in their own package can be registered", k))
+	}
+	if n == nil {
+		panic(fmt.Sprintf("transport: RegisterNetwork(%v): nil Network", k))
+	}
+	if n.Kind() != k {
+		panic(fmt.Sprintf("transport: RegisterNetwork(%v): the Network is of transport %v", k, n.Kind()))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.nets[k]; dup {
+		panic(fmt.Sprintf("transport: RegisterNetwork(%v) called twice", k))
+	}
+	if r.nets == nil {
+		r.nets = make(map[Kind]Network)
+	}
+	r.nets[k] = n
+}
+
+func (r *registry) lookup(k Kind) (Network, error) {
+	r.mu.RLock()
+	n := r.nets[k]
+	r.mu.RUnlock()
+	if n != nil {
+		return n, nil
+	}
+	if pkg, ok := pluggable[k]; ok {
+		return nil, fmt.Errorf("%w: transport %v is not linked into this program: import _ %q", ErrBadConfig, k, pkg)
 	}
 	return nil, fmt.Errorf("%w: no socket network for transport %v", ErrBadConfig, k)
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// QUIC is registered in this test binary by quic_register_test.go.
+
 // On QUIC a heartbeat sent after a large rendezvous payload overtakes it:
 // the bulk channel does not hold up the control channel.
 func TestQUICControlNotBehindBulk(t *testing.T) {

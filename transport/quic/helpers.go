@@ -1,0 +1,117 @@
+package quic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/hetcomm/hetcomm/transport"
+	quicgo "github.com/quic-go/quic-go"
+)
+
+// Small helpers that mirror unexported ones of package transport, so that
+// this link behaves like the built-in ones.
+
+// maxConcurrentHandshakes bounds the handshakes a listener runs at once,
+// as transport's stream listeners do.
+const maxConcurrentHandshakes = 64
+
+// classify maps an error of quic-go or of a stream to transport's error
+// vocabulary (transport.ClassifyError).
+func classify(ctx context.Context, err error, closed bool) error {
+	return transport.ClassifyError(ctx, err, closed, peerGone)
+}
+
+// peerGone recognises the quic-go errors that mean the peer ended the
+// connection or a stream: its CONNECTION_CLOSE (a remote application
+// error) and a stream reset. quic-go's connection errors all match
+// net.ErrClosed, so any other one (a local close, an idle timeout, a
+// transport error) classifies as transport.ErrClosed.
+func peerGone(err error) bool {
+	var appErr *quicgo.ApplicationError
+	if errors.As(err, &appErr) && appErr.Remote {
+		return true
+	}
+	var sErr *quicgo.StreamError
+	return errors.As(err, &sErr)
+}
+
+// timeoutErr turns an I/O error caused by the handshake's deadline into
+// that context's error.
+func timeoutErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return err
+}
+
+func logReject(cfg *transport.Config, remote net.Addr, err error) {
+	addr := ""
+	if remote != nil {
+		addr = remote.String()
+	}
+	cfg.Logger.Warn("transport: rejected connection", "transport", "quic", "remote", addr, "err", err)
+}
+
+// resolveLocal turns "ip" or "ip:port" into a local UDP address
+// (transport.Config.LocalAddr).
+func resolveLocal(s string) (*net.UDPAddr, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		host, port = s, "0"
+	}
+	return net.ResolveUDPAddr("udp", net.JoinHostPort(host, port))
+}
+
+// lock is a mutex whose acquisition can be abandoned when ctx ends or the
+// link closes.
+type lock chan struct{}
+
+func newLock() lock { return make(lock, 1) }
+
+// acquire takes the lock, or fails with ctx's error or, once closed is
+// closed, with transport.ErrClosed.
+func (l lock) acquire(ctx context.Context, closed <-chan struct{}) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closed:
+		return transport.ErrClosed
+	}
+}
+
+func (l lock) release() { <-l }
+
+// closer implements idempotent close with a quit channel.
+type closer struct {
+	once sync.Once
+	quit chan struct{}
+}
+
+func newCloser() closer { return closer{quit: make(chan struct{})} }
+
+func (c *closer) isClosed() bool {
+	select {
+	case <-c.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// close closes quit and runs f, once.
+func (c *closer) close(f func()) {
+	c.once.Do(func() {
+		close(c.quit)
+		f()
+	})
+}

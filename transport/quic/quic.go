@@ -1,0 +1,495 @@
+package quic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hetcomm/hetcomm/transport"
+	quicgo "github.com/quic-go/quic-go"
+)
+
+// The QUIC transport. One QUIC connection per peer and rail. Channel 0
+// (control) is the bidirectional stream the dialer opens first; the
+// membership handshake runs on it, then it carries control-channel frames
+// both ways. Every other channel is a unidirectional stream that each side
+// opens when it first sends on that channel; its first byte names the
+// channel, then frames follow. Each channel is read by its own goroutine,
+// so a 64 MiB rendezvous payload on the bulk stream neither blocks nor
+// delays a heartbeat on the control stream: ordering holds per channel
+// (transport.ChannelOf), not across channels.
+
+func init() { transport.RegisterNetwork(transport.KindQUIC, network{}) }
+
+// network is the QUIC transport's Network, registered for KindQUIC.
+type network struct{}
+
+var _ transport.Network = network{}
+
+func (network) Kind() transport.Kind { return transport.KindQUIC }
+
+// QUIC application error codes sent on close.
+const (
+	codeClosed   quicgo.ApplicationErrorCode = 0
+	codeAuth     quicgo.ApplicationErrorCode = 1
+	codeBadFrame quicgo.ApplicationErrorCode = 2
+)
+
+// Stream scheduling urgencies (0 is the most urgent).
+const (
+	urgencyControl = 0
+	urgencyBulk    = 4
+)
+
+// goConfig is quic-go's configuration for c (a defaulted Config).
+func goConfig(c *transport.Config) *quicgo.Config {
+	return &quicgo.Config{
+		HandshakeIdleTimeout:           c.HandshakeTimeout,
+		MaxIdleTimeout:                 c.QUIC.IdleTimeout,
+		KeepAlivePeriod:                c.QUIC.KeepAlive,
+		InitialStreamReceiveWindow:     c.QUIC.StreamWindow,
+		MaxStreamReceiveWindow:         c.QUIC.StreamWindow,
+		InitialConnectionReceiveWindow: c.QUIC.ConnWindow,
+		MaxConnectionReceiveWindow:     c.QUIC.ConnWindow,
+		MaxIncomingStreams:             4,
+		MaxIncomingUniStreams:          transport.NumChannels + 2,
+	}
+}
+
+func (network) Listen(addr string, cfg transport.Config) (transport.Listener, error) {
+	c, err := cfg.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (transport.Listener, error) {
+		return nil, &transport.OpError{Op: "listen", Transport: transport.KindQUIC, Peer: transport.AnyRank, Err: err}
+	}
+	tc, err := transport.TLSConfig(&c, true)
+	if err != nil {
+		return fail(err)
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return fail(err)
+	}
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return fail(err)
+	}
+	tr := &quicgo.Transport{Conn: udp}
+	ln, err := tr.Listen(tc, goConfig(&c))
+	if err != nil {
+		_ = tr.Close()
+		_ = udp.Close()
+		return fail(err)
+	}
+	l := &listener{cfg: &c, tr: tr, udp: udp, ln: ln, links: make(chan transport.Link, 16), c: newCloser(),
+		pending: map[*quicgo.Conn]struct{}{}}
+	l.refs.Store(1) // the listener's own reference
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.wg.Add(1)
+	go l.acceptLoop()
+	return l, nil
+}
+
+type listener struct {
+	cfg    *transport.Config
+	tr     *quicgo.Transport
+	udp    *net.UDPConn
+	ln     *quicgo.Listener
+	links  chan transport.Link
+	c      closer
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // acceptLoop and handshakes
+
+	mu      sync.Mutex // guards pending
+	pending map[*quicgo.Conn]struct{}
+
+	// refs counts the users of the UDP socket: the listener until Close,
+	// and every accepted link until its Close. The last one closes it.
+	refs atomic.Int64
+}
+
+func (l *listener) unref() {
+	if l.refs.Add(-1) == 0 {
+		_ = l.tr.Close()
+		_ = l.udp.Close()
+	}
+}
+
+var _ transport.Listener = (*listener)(nil)
+
+func (l *listener) Addr() net.Addr { return l.ln.Addr() }
+
+func (l *listener) acceptLoop() {
+	defer l.wg.Done()
+	sem := make(chan struct{}, maxConcurrentHandshakes)
+	for {
+		conn, err := l.ln.Accept(l.ctx)
+		if err != nil {
+			if l.c.isClosed() {
+				return
+			}
+			l.cfg.Logger.Warn("transport: accept failed", "transport", "quic", "err", err)
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-l.c.quit:
+			_ = conn.CloseWithError(codeClosed, "listener closed")
+			return
+		}
+		l.mu.Lock()
+		l.pending[conn] = struct{}{}
+		l.mu.Unlock()
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer func() { <-sem }()
+			link, err := l.handshake(conn)
+			l.mu.Lock()
+			delete(l.pending, conn)
+			l.mu.Unlock()
+			if err != nil {
+				_ = conn.CloseWithError(codeAuth, "handshake failed")
+				if !l.c.isClosed() {
+					logReject(l.cfg, conn.RemoteAddr(), err)
+				}
+				return
+			}
+			select {
+			case l.links <- link:
+			case <-l.c.quit:
+				_ = link.Close()
+			}
+		}()
+	}
+}
+
+func (l *listener) handshake(conn *quicgo.Conn) (transport.Link, error) {
+	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.HandshakeTimeout)
+	defer cancel()
+	remote := conn.RemoteAddr()
+	st, err := conn.AcceptStream(ctx)
+	if err != nil {
+		return nil, &transport.AuthError{Role: "listener", Remote: remote, Rank: transport.AnyRank, Err: timeoutErr(ctx, err)}
+	}
+	cs := conn.ConnectionState().TLS
+	peer, err := transport.ListenHandshake(ctx, st, st.SetDeadline, l.cfg, &cs, remote)
+	if err != nil {
+		return nil, err
+	}
+	l.refs.Add(1)
+	return newLink(conn, st, l.cfg, peer, l.unref), nil
+}
+
+func (l *listener) Accept(ctx context.Context) (transport.Link, error) {
+	select {
+	case link := <-l.links:
+		return link, nil
+	default:
+	}
+	select {
+	case link := <-l.links:
+		return link, nil
+	case <-ctx.Done():
+		return nil, &transport.OpError{Op: "accept", Transport: transport.KindQUIC, Peer: transport.AnyRank, Addr: l.Addr(), Err: ctx.Err()}
+	case <-l.c.quit:
+		return nil, &transport.OpError{Op: "accept", Transport: transport.KindQUIC, Peer: transport.AnyRank, Addr: l.Addr(), Err: transport.ErrClosed}
+	}
+}
+
+// Close stops accepting. Links already accepted keep the UDP socket open
+// until they close too: the socket is shared by all of them.
+func (l *listener) Close() error {
+	l.c.close(func() {
+		defer l.unref()
+		l.cancel()
+		_ = l.ln.Close()
+		l.mu.Lock()
+		for c := range l.pending {
+			_ = c.CloseWithError(codeClosed, "listener closed")
+		}
+		l.mu.Unlock()
+		l.wg.Wait()
+		for {
+			select {
+			case link := <-l.links:
+				_ = link.Close()
+				continue
+			default:
+			}
+			break
+		}
+	})
+	return nil
+}
+
+func (network) Dial(ctx context.Context, addr string, peer int, cfg transport.Config) (transport.Link, error) {
+	c, err := cfg.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (transport.Link, error) {
+		return nil, &transport.OpError{Op: "dial", Transport: transport.KindQUIC, Peer: peer, Err: err}
+	}
+	if peer < transport.AnyRank {
+		return fail(fmt.Errorf("%w: peer rank %d", transport.ErrBadConfig, peer))
+	}
+	tc, err := transport.TLSConfig(&c, false)
+	if err != nil {
+		return fail(err)
+	}
+	ra, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return fail(err)
+	}
+	var la *net.UDPAddr
+	if c.LocalAddr != "" {
+		a, err := resolveLocal(c.LocalAddr)
+		if err != nil {
+			return fail(err)
+		}
+		la = a
+	}
+	udp, err := net.ListenUDP("udp", la)
+	if err != nil {
+		return fail(err)
+	}
+	tr := &quicgo.Transport{Conn: udp}
+	cleanup := func() { _ = tr.Close(); _ = udp.Close() }
+	hctx, cancel := context.WithTimeout(ctx, c.HandshakeTimeout)
+	defer cancel()
+	conn, err := tr.Dial(hctx, ra, tc, goConfig(&c))
+	if err != nil {
+		cleanup()
+		return fail(&transport.AuthError{Role: "dialer", Remote: ra, Rank: peer, Err: timeoutErr(hctx, err)})
+	}
+	authFail := func(err error) (transport.Link, error) {
+		_ = conn.CloseWithError(codeAuth, "handshake failed")
+		cleanup()
+		return fail(err)
+	}
+	st, err := conn.OpenStreamSync(hctx)
+	if err != nil {
+		return authFail(&transport.AuthError{Role: "dialer", Remote: ra, Rank: peer, Err: timeoutErr(hctx, err)})
+	}
+	cs := conn.ConnectionState().TLS
+	got, err := transport.DialHandshake(hctx, st, st.SetDeadline, &c, &cs, ra, peer)
+	if err != nil {
+		return authFail(err)
+	}
+	return newLink(conn, st, &c, got, cleanup), nil
+}
+
+// link is a transport.Link over one QUIC connection, one stream per
+// channel.
+type link struct {
+	conn    *quicgo.Conn
+	cfg     *transport.Config
+	peer    int
+	release func() // gives up the link's hold on its UDP socket
+
+	writers [transport.NumChannels]*writer
+
+	inbox  chan transport.Message // from the channel readers
+	c      closer
+	dead   chan struct{} // closed when the connection failed (err is set)
+	dieMu  sync.Once
+	err    atomic.Pointer[error]
+	wg     sync.WaitGroup // readers and the uni-stream acceptor
+	broken atomic.Bool    // closed because framing was lost
+}
+
+// writer is the sending side of one channel.
+type writer struct {
+	ch transport.Channel
+	mu lock
+	fw *transport.FrameWriter // nil until the stream is opened
+}
+
+var _ transport.Link = (*link)(nil)
+
+func newLink(conn *quicgo.Conn, ctrl *quicgo.Stream, cfg *transport.Config, peer int, release func()) *link {
+	l := &link{conn: conn, cfg: cfg, peer: peer, release: release,
+		inbox: make(chan transport.Message), c: newCloser(), dead: make(chan struct{})}
+	for ch := range l.writers {
+		l.writers[ch] = &writer{ch: transport.Channel(ch), mu: newLock()}
+	}
+	// Control frames are scheduled before bulk data (RFC 9218 urgency):
+	// a heartbeat queued behind a 64 MiB payload leaves first.
+	ctrl.SetPriority(urgencyControl, false)
+	l.writers[transport.ChanControl].fw = transport.NewFrameWriter(ctrl, ctrl.SetWriteDeadline)
+	l.wg.Add(2)
+	go l.readLoop(transport.NewFrameReader(ctrl, ctrl.SetReadDeadline, cfg, peer))
+	go l.acceptLoop()
+	return l
+}
+
+func (l *link) Peer() int            { return l.peer }
+func (l *link) Kind() transport.Kind { return transport.KindQUIC }
+func (l *link) LocalAddr() net.Addr  { return l.conn.LocalAddr() }
+func (l *link) RemoteAddr() net.Addr { return l.conn.RemoteAddr() }
+
+func (l *link) opErr(op string, err error) error {
+	return &transport.OpError{Op: op, Transport: transport.KindQUIC, Peer: l.peer, Addr: l.conn.RemoteAddr(), Err: err}
+}
+
+// die records the first failure of the connection and closes it if the
+// failure was ours to report (a bad frame).
+func (l *link) die(err error, code quicgo.ApplicationErrorCode) {
+	l.dieMu.Do(func() {
+		l.err.Store(&err)
+		close(l.dead)
+		if code != codeClosed {
+			l.broken.Store(true)
+			l.cfg.Logger.Warn("transport: closing link", "transport", "quic", "peer", l.peer,
+				"remote", l.conn.RemoteAddr().String(), "err", err)
+			_ = l.conn.CloseWithError(code, "bad frame")
+		}
+	})
+}
+
+func (l *link) readLoop(fr *transport.FrameReader) {
+	defer l.wg.Done()
+	ctx := context.Background()
+	for {
+		m, _, err := fr.ReadFrame(ctx)
+		if err != nil {
+			var fe *transport.FrameError
+			if errors.As(err, &fe) {
+				l.die(err, codeBadFrame)
+			} else {
+				l.die(classify(nil, err, l.c.isClosed()), codeClosed)
+			}
+			return
+		}
+		select {
+		case l.inbox <- m:
+		case <-l.c.quit:
+			return
+		}
+	}
+}
+
+// acceptLoop starts a reader for every channel stream the peer opens.
+func (l *link) acceptLoop() {
+	defer l.wg.Done()
+	ctx := l.conn.Context()
+	for range transport.NumChannels + 2 {
+		st, err := l.conn.AcceptUniStream(ctx)
+		if err != nil {
+			return // the connection ended; the readers report why
+		}
+		var pre [1]byte
+		_ = st.SetReadDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
+		if _, err := st.Read(pre[:]); err != nil || pre[0] == byte(transport.ChanControl) || pre[0] >= transport.NumChannels {
+			l.die(&transport.FrameError{Field: "channel", Value: uint64(pre[0]), Err: transport.ErrMalformed}, codeBadFrame)
+			return
+		}
+		_ = st.SetReadDeadline(time.Time{})
+		l.wg.Add(1)
+		go l.readLoop(transport.NewFrameReader(st, st.SetReadDeadline, l.cfg, l.peer))
+	}
+}
+
+func (l *link) deadErr() error {
+	if l.c.isClosed() {
+		if l.broken.Load() {
+			if p := l.err.Load(); p != nil {
+				return fmt.Errorf("%w: link broken: %w", transport.ErrClosed, *p)
+			}
+		}
+		return transport.ErrClosed
+	}
+	if p := l.err.Load(); p != nil {
+		return *p
+	}
+	return transport.ErrClosed
+}
+
+func (l *link) Send(ctx context.Context, h transport.Header, payload []byte) error {
+	if h.Type == 0 {
+		return l.opErr("send", fmt.Errorf("%w: message type 0", transport.ErrMalformed))
+	}
+	if int64(len(payload)) > l.cfg.MaxMessage {
+		return l.opErr("send", &transport.FrameError{Field: "length", Value: uint64(len(payload)), Limit: uint64(l.cfg.MaxMessage), Err: transport.ErrTooLarge})
+	}
+	w := l.writers[transport.ChannelOf(h.Type)]
+	if err := w.mu.acquire(ctx, l.c.quit); err != nil {
+		if errors.Is(err, transport.ErrClosed) {
+			err = l.deadErr()
+		}
+		return l.opErr("send", err)
+	}
+	defer w.mu.release()
+	if l.c.isClosed() {
+		return l.opErr("send", l.deadErr())
+	}
+	if w.fw == nil {
+		st, err := l.conn.OpenUniStreamSync(ctx)
+		if err != nil {
+			return l.opErr("send", classify(ctx, err, l.c.isClosed()))
+		}
+		if _, err := st.Write([]byte{byte(w.ch)}); err != nil {
+			return l.opErr("send", classify(ctx, err, l.c.isClosed()))
+		}
+		st.SetPriority(urgencyBulk, true)
+		w.fw = transport.NewFrameWriter(st, st.SetWriteDeadline)
+	}
+	h.Version, h.Job, h.Src, h.Len = transport.Version, l.cfg.JobID, uint32(l.cfg.Rank), uint64(len(payload))
+	n, err := w.fw.WriteFrame(ctx, &h, payload)
+	if err == nil {
+		return nil
+	}
+	cerr := classify(ctx, err, l.c.isClosed())
+	if l.c.isClosed() {
+		cerr = l.deadErr()
+	} else if n > 0 && !errors.Is(cerr, transport.ErrPeerClosed) {
+		l.die(cerr, codeBadFrame)
+		l.Close()
+	}
+	return l.opErr("send", cerr)
+}
+
+func (l *link) Recv(ctx context.Context) (transport.Message, error) {
+	select {
+	case m := <-l.inbox:
+		return m, nil
+	default:
+	}
+	select {
+	case m := <-l.inbox:
+		return m, nil
+	case <-ctx.Done():
+		return transport.Message{}, l.opErr("recv", ctx.Err())
+	case <-l.c.quit:
+		return transport.Message{}, l.opErr("recv", l.deadErr())
+	case <-l.dead:
+		select {
+		case m := <-l.inbox:
+			return m, nil
+		default:
+		}
+		return transport.Message{}, l.opErr("recv", l.deadErr())
+	}
+}
+
+func (l *link) Close() error {
+	l.c.close(func() {
+		_ = l.conn.CloseWithError(codeClosed, "closed")
+		l.wg.Wait()
+		if l.release != nil {
+			l.release()
+		}
+	})
+	return nil
+}
