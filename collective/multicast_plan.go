@@ -208,15 +208,6 @@ func firstAnd(a, b []uint64) int32 {
 	return -1
 }
 
-func anyAnd(a, b []uint64) bool {
-	for x := range a {
-		if a[x]&b[x] != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 func hasBit(a []uint64, r int32) bool { return a[r/64]&(1<<(r%64)) != 0 }
 
 // sendAvail is the paper's SendAvailable (Figure 16) for sending rank r,
