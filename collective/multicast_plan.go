@@ -208,15 +208,6 @@ func firstAnd(a, b []uint64) int32 {
 	return -1
 }
 
-func anyAnd(a, b []uint64) bool {
-	for x := range a {
-		if a[x]&b[x] != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 func hasBit(a []uint64, r int32) bool { return a[r/64]&(1<<(r%64)) != 0 }
 
 // sendAvail is the paper's SendAvailable (Figure 16) for sending rank r,
@@ -319,6 +310,25 @@ func (p *mcPlanner) better(a, b *mcCand) bool {
 	return p.tieWins(a.rank, a.j, b.rank, b.j)
 }
 
+// mcDest is what bestFor's scans need to know about receiver i: the
+// messages it still needs (SR_i), when it is free to receive (its
+// ReceiveAvailable), and its column of the cost model (per sender j, the
+// seconds per byte and the latency from j to i; its receive overhead
+// R(i,l) = rc + rm*l).
+type mcDest struct {
+	sr         []uint64
+	avail      float64
+	xrow, lrow []float64
+	rc, rm     float64
+}
+
+// mcBest is the best task found so far by bestFor's scans: sender j sends
+// message rank r and the receive completes at ct (j < 0: none yet).
+type mcBest struct {
+	ct   float64
+	j, r int32
+}
+
 // bestFor returns the best task delivering one of i's pending messages:
 // the minimum over k in SR_i and j in A_k of the completion time, ties as
 // in tieWins.
@@ -338,38 +348,60 @@ func (p *mcPlanner) bestFor(i int) mcCand {
 		return mcCand{j: -1}
 	}
 	c := p.c
-	rai := p.tail[i]
-	xrow, lrow := c.xin[i*n:i*n+n], c.lin[i*n:i*n+n]
-	rci, rmi := c.rc[i], c.rm[i]
-	bct := math.Inf(1)
-	bj, br := int32(-1), int32(-1)
+	d := mcDest{sr: sri, avail: p.tail[i], xrow: c.xin[i*n : i*n+n], lrow: c.lin[i*n : i*n+n], rc: c.rc[i], rm: c.rm[i]}
+	b := mcBest{ct: math.Inf(1), j: -1, r: -1}
 	// Node i never holds a message it still needs, so j == i is skipped by
 	// the bitsets.
 	if !p.preempt && w == 1 {
-		// The common case, with everything in locals: one word of bits,
-		// sends appended at the end of the sender's list.
-		old, tail, bytes := p.old[:n], p.tail[:n], p.bytes
-		sc, sm := c.sc[:n], c.sm[:n]
-		s0 := sri[0]
-		for j := range old {
-			v := s0 & old[j]
-			if v == 0 {
-				continue
-			}
-			r := int32(bits.TrailingZeros64(v))
-			fl := float64(bytes[r])
-			st := (tail[j] + (sc[j] + float64(sm[j]*fl))) + (float64(fl*xrow[j]) + lrow[j])
-			if st < rai {
-				st = rai
-			}
-			if ct := st + (rci + float64(rmi*fl)); ct < bct || (ct == bct && p.tieWins(r, int32(j), br, bj)) {
-				bct, bj, br = ct, int32(j), r
-			}
+		p.scanOldAppendOneWord(&d, &b)
+	} else {
+		p.scanOld(&d, &b)
+		if p.preempt {
+			p.scanPost(&d, first, &b)
 		}
-		var best mcCand
-		p.eval(int(bj), i, br, &best)
-		return best
 	}
+	var best mcCand
+	p.eval(int(b.j), i, b.r, &best)
+	return best
+}
+
+// scanOldAppendOneWord is scanOld in the common case, with everything in
+// locals: no preemption (a send goes at the end of its sender's list) and
+// one word of bits per node.
+func (p *mcPlanner) scanOldAppendOneWord(d *mcDest, b *mcBest) {
+	c, n := p.c, p.n
+	rai, xrow, lrow, rci, rmi := d.avail, d.xrow, d.lrow, d.rc, d.rm
+	bct, bj, br := b.ct, b.j, b.r
+	old, tail, bytes := p.old[:n], p.tail[:n], p.bytes
+	sc, sm := c.sc[:n], c.sm[:n]
+	s0 := d.sr[0]
+	for j := range old {
+		v := s0 & old[j]
+		if v == 0 {
+			continue
+		}
+		r := int32(bits.TrailingZeros64(v))
+		fl := float64(bytes[r])
+		st := (tail[j] + (sc[j] + float64(sm[j]*fl))) + (float64(fl*xrow[j]) + lrow[j])
+		if st < rai {
+			st = rai
+		}
+		if ct := st + (rci + float64(rmi*fl)); ct < bct || (ct == bct && p.tieWins(r, int32(j), br, bj)) {
+			bct, bj, br = ct, int32(j), r
+		}
+	}
+	b.ct, b.j, b.r = bct, bj, br
+}
+
+// scanOld updates b with every sender's best "old" candidate: the first
+// message in rank order that the receiver needs and the sender held
+// before its last send. With preemption, a lower bound (the send starts
+// no earlier than the sender's last send ends) skips the senders that
+// cannot win before their SendAvailable is computed.
+func (p *mcPlanner) scanOld(d *mcDest, b *mcBest) {
+	c, n, w := p.c, p.n, p.w
+	sri, rai, xrow, lrow, rci, rmi := d.sr, d.avail, d.xrow, d.lrow, d.rc, d.rm
+	bct, bj, br := b.ct, b.j, b.r
 	for j := 0; j < n; j++ {
 		var r int32
 		if w == 1 {
@@ -407,64 +439,73 @@ func (p *mcPlanner) bestFor(i int) mcCand {
 			bct, bj, br = ct, int32(j), r
 		}
 	}
-	if p.preempt {
-		rmin := rci + float64(rmi*float64(p.bytes[first]))
-		for j := 0; j < n; j++ {
-			r0 := firstAnd(sri, p.post[j*w:j*w+w])
-			if r0 < 0 {
+	b.ct, b.j, b.r = bct, bj, br
+}
+
+// scanPost updates b, with preemption, with the "post" candidates: the
+// messages the receiver needs that a sender received after its last send,
+// in the order of the sender's list. first is the receiver's first
+// pending message in rank order (the smallest), which bounds every
+// candidate's receive overhead from below. Lower bounds skip a sender's
+// post candidates altogether, or end its scan, once none can beat b.
+func (p *mcPlanner) scanPost(d *mcDest, first int32, b *mcBest) {
+	c, n, w := p.c, p.n, p.w
+	sri, rai, xrow, lrow, rci, rmi := d.sr, d.avail, d.xrow, d.lrow, d.rc, d.rm
+	bct, bj, br := b.ct, b.j, b.r
+	rmin := rci + float64(rmi*float64(p.bytes[first]))
+	for j := 0; j < n; j++ {
+		r0 := firstAnd(sri, p.post[j*w:j*w+w])
+		if r0 < 0 {
+			continue
+		}
+		base := p.rbase[j]
+		// Every post candidate of j sends a message no smaller than r0
+		// after j's first post receive ends: if even that cannot beat
+		// the best, or only tie with it and lose, skip them all.
+		{
+			fl := float64(p.bytes[r0])
+			lb := (p.rEnd[base+p.slot[j]] + (c.sc[j] + float64(c.sm[j]*fl))) + (float64(fl*xrow[j]) + lrow[j])
+			if lb < rai {
+				lb = rai
+			}
+			if lb += rci + float64(rmi*fl); lb > bct || (lb == bct && r0 > br) {
 				continue
 			}
-			base := p.rbase[j]
-			// Every post candidate of j sends a message no smaller than r0
-			// after j's first post receive ends: if even that cannot beat
-			// the best, or only tie with it and lose, skip them all.
-			{
-				fl := float64(p.bytes[r0])
-				lb := (p.rEnd[base+p.slot[j]] + (c.sc[j] + float64(c.sm[j]*fl))) + (float64(fl*xrow[j]) + lrow[j])
-				if lb < rai {
-					lb = rai
-				}
-				if lb += rci + float64(rmi*fl); lb > bct || (lb == bct && r0 > br) {
-					continue
-				}
+		}
+		for q, nr := p.slot[j], p.nrecv[j]; q < nr; q++ {
+			end := p.rEnd[base+q]
+			lb := end
+			if lb < rai {
+				lb = rai
 			}
-			for q, nr := p.slot[j], p.nrecv[j]; q < nr; q++ {
-				end := p.rEnd[base+q]
-				lb := end
-				if lb < rai {
-					lb = rai
-				}
-				if lb+rmin > bct {
-					break // later receives end later, and no message is smaller
-				}
-				r := p.rMsg[base+q]
-				if !hasBit(sri, r) {
-					continue
-				}
-				fl := float64(p.bytes[r])
-				s := c.sc[j] + float64(c.sm[j]*fl)
-				t := float64(fl*xrow[j]) + lrow[j]
-				rr := rci + float64(rmi*fl)
-				if lb = (end + s) + t; lb < rai {
-					lb = rai
-				}
-				if lb += rr; lb > bct || (lb == bct && !p.tieWins(r, int32(j), br, bj)) {
-					continue
-				}
-				sa, _ := p.sendAvail(j, r, s)
-				st := (sa + s) + t
-				if st < rai {
-					st = rai
-				}
-				if ct := st + rr; ct < bct || (ct == bct && p.tieWins(r, int32(j), br, bj)) {
-					bct, bj, br = ct, int32(j), r
-				}
+			if lb+rmin > bct {
+				break // later receives end later, and no message is smaller
+			}
+			r := p.rMsg[base+q]
+			if !hasBit(sri, r) {
+				continue
+			}
+			fl := float64(p.bytes[r])
+			s := c.sc[j] + float64(c.sm[j]*fl)
+			t := float64(fl*xrow[j]) + lrow[j]
+			rr := rci + float64(rmi*fl)
+			if lb = (end + s) + t; lb < rai {
+				lb = rai
+			}
+			if lb += rr; lb > bct || (lb == bct && !p.tieWins(r, int32(j), br, bj)) {
+				continue
+			}
+			sa, _ := p.sendAvail(j, r, s)
+			st := (sa + s) + t
+			if st < rai {
+				st = rai
+			}
+			if ct := st + rr; ct < bct || (ct == bct && p.tieWins(r, int32(j), br, bj)) {
+				bct, bj, br = ct, int32(j), r
 			}
 		}
 	}
-	var best mcCand
-	p.eval(int(bj), i, br, &best)
-	return best
+	b.ct, b.j, b.r = bct, bj, br
 }
 
 // commit appends the task c (to receiver i) to the plan and updates the

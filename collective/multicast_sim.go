@@ -250,8 +250,36 @@ func ValidateMulticast(mc *Multicast, p *Plan) error {
 	if err := mc.Validate(n); err != nil {
 		return err
 	}
-	// dest[k] maps each destination of message k to the task that delivers
-	// it (-1 until seen).
+	ds := newMCDeliveries(mc, n)
+	if err := ds.check(mc, p, n); err != nil {
+		return err
+	}
+	lists, off, err := mcNodeLists(p, n)
+	if err != nil {
+		return err
+	}
+	if err := ds.checkRelays(mc, p); err != nil {
+		return err
+	}
+	if err := mcWalk(p, lists, off, func(int, mcEntry) {}); err != nil {
+		return err
+	}
+	return mcCheckTimes(p, lists, off)
+}
+
+// mcDeliveries indexes the deliveries a multicast pattern asks for: one
+// slot per destination of every message, in message order, each holding
+// the task that delivers it (-1 until seen).
+type mcDeliveries struct {
+	start []int // start[k]: the first slot of message k
+	deliv []int // by slot: the delivering task, or -1
+	// slotOf(k, node) is the slot of node as a destination of message k,
+	// or -1: a dense table when it is small enough, else a map.
+	slotOf func(k, node int) int
+}
+
+// newMCDeliveries returns the empty index of mc's deliveries on n nodes.
+func newMCDeliveries(mc *Multicast, n int) *mcDeliveries {
 	start := make([]int, len(mc.Messages)+1)
 	for k, msg := range mc.Messages {
 		start[k+1] = start[k] + len(msg.Dests)
@@ -260,9 +288,7 @@ func ValidateMulticast(mc *Multicast, p *Plan) error {
 	for x := range deliv {
 		deliv[x] = -1
 	}
-	// slotOf(k, node) is the index in deliv of node as a destination of
-	// message k, or -1: a dense table when it is small enough, else a map.
-	var slotOf func(k, node int) int
+	ds := &mcDeliveries{start: start, deliv: deliv}
 	if dense := len(mc.Messages) * n; dense <= 1<<22 {
 		tab := make([]int32, dense)
 		for k, msg := range mc.Messages {
@@ -270,7 +296,7 @@ func ValidateMulticast(mc *Multicast, p *Plan) error {
 				tab[k*n+d] = int32(start[k] + x + 1)
 			}
 		}
-		slotOf = func(k, node int) int { return int(tab[k*n+node]) - 1 }
+		ds.slotOf = func(k, node int) int { return int(tab[k*n+node]) - 1 }
 	} else {
 		tab := make(map[[2]int]int, len(deliv))
 		for k, msg := range mc.Messages {
@@ -278,13 +304,21 @@ func ValidateMulticast(mc *Multicast, p *Plan) error {
 				tab[[2]int{k, d}] = start[k] + x
 			}
 		}
-		slotOf = func(k, node int) int {
+		ds.slotOf = func(k, node int) int {
 			if x, ok := tab[[2]int{k, node}]; ok {
 				return x
 			}
 			return -1
 		}
 	}
+	return ds
+}
+
+// check records which task delivers what, and fails on the first task
+// with a message, nodes or size out of place, on a delivery to a node
+// that is not a destination or from a node that cannot hold the message,
+// on a delivery made twice, and then on the first delivery never made.
+func (ds *mcDeliveries) check(mc *Multicast, p *Plan, n int) error {
 	for t, task := range p.Tasks {
 		if task.Message < 0 || task.Message >= len(mc.Messages) {
 			return fmt.Errorf("collective: multicast plan: task %d: message %d out of range [0,%d)", t, task.Message, len(mc.Messages))
@@ -296,43 +330,52 @@ func ValidateMulticast(mc *Multicast, p *Plan) error {
 		if task.Bytes != msg.Bytes {
 			return fmt.Errorf("collective: multicast plan: task %d carries %d bytes of message %d, which has %d", t, task.Bytes, task.Message, msg.Bytes)
 		}
-		x := slotOf(task.Message, task.Dst)
+		x := ds.slotOf(task.Message, task.Dst)
 		if x < 0 {
 			return fmt.Errorf("collective: multicast plan: task %d delivers message %d to node %d, which is not one of its destinations %v", t, task.Message, task.Dst, msg.Dests)
 		}
-		if task.Src != msg.Source && slotOf(task.Message, task.Src) < 0 {
+		if task.Src != msg.Source && ds.slotOf(task.Message, task.Src) < 0 {
 			return fmt.Errorf("collective: multicast plan: task %d: node %d relays message %d but is neither its source (%d) nor a destination", t, task.Src, task.Message, msg.Source)
 		}
-		if deliv[x] >= 0 {
-			return fmt.Errorf("collective: multicast plan: message %d is delivered to node %d twice (tasks %d and %d)", task.Message, task.Dst, deliv[x], t)
+		if ds.deliv[x] >= 0 {
+			return fmt.Errorf("collective: multicast plan: message %d is delivered to node %d twice (tasks %d and %d)", task.Message, task.Dst, ds.deliv[x], t)
 		}
-		deliv[x] = t
+		ds.deliv[x] = t
 	}
 	for k, msg := range mc.Messages {
 		for x, d := range msg.Dests {
-			if deliv[start[k]+x] < 0 {
+			if ds.deliv[ds.start[k]+x] < 0 {
 				return fmt.Errorf("collective: multicast plan: message %d (source %d) never reaches destination %d", k, msg.Source, d)
 			}
 		}
 	}
-	lists, off, err := mcNodeLists(p, n)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// checkRelays fails on the first task whose sender, a relay, forwards the
+// message before, in its list, the task that delivers it there. The
+// deliveries must have passed check.
+func (ds *mcDeliveries) checkRelays(mc *Multicast, p *Plan) error {
 	for t, task := range p.Tasks {
 		msg := &mc.Messages[task.Message]
 		if task.Src == msg.Source {
 			continue
 		}
-		u := deliv[slotOf(task.Message, task.Src)]
+		u := ds.deliv[ds.slotOf(task.Message, task.Src)]
 		if rs := p.Tasks[u].RecvSeq; rs > task.SendSeq {
 			return fmt.Errorf("collective: multicast plan: node %d forwards message %d to node %d (task %d, position %d of its list) before it receives it (task %d, position %d)",
 				task.Src, task.Message, task.Dst, t, task.SendSeq, u, rs)
 		}
 	}
-	if err := mcWalk(p, lists, off, func(int, mcEntry) {}); err != nil {
-		return err
-	}
+	return nil
+}
+
+// mcCheckTimes checks a multicast plan's predicted times: each task's are
+// finite, non-negative and in order (send start, send end, arrival,
+// receive end); along each node's list (lists and off as mcNodeLists
+// returns them) no send starts and no receive ends before the previous
+// task ends; and Predicted is not below the last receive's end.
+func mcCheckTimes(p *Plan, lists []mcEntry, off []int) error {
 	last := 0.0
 	for t, task := range p.Tasks {
 		for _, f := range [...]struct {
@@ -353,7 +396,7 @@ func ValidateMulticast(mc *Multicast, p *Plan) error {
 		}
 		last = math.Max(last, task.RecvEnd)
 	}
-	for v := 0; v < n; v++ {
+	for v := 0; v+1 < len(off); v++ {
 		prev, prevEnd := -1, 0.0
 		for _, e := range lists[off[v]:off[v+1]] {
 			task := &p.Tasks[e.task]

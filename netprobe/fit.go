@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"sort"
+
+	"github.com/hetcomm/hetcomm/collective"
 )
 
 // Sample is one measurement: a transfer of Bytes bytes took Seconds.
@@ -57,12 +59,12 @@ func FitLine(samples []Sample) (Fit, error) {
 			slopes = append(slopes, (best[sizes[b]]-best[sizes[a]])/dm)
 		}
 	}
-	slope := median(slopes)
+	slope := collective.Median(slopes)
 	var icpts []float64
 	for _, m := range sizes {
 		icpts = append(icpts, best[m]-slope*float64(m))
 	}
-	f := Fit{Latency: math.Max(0, median(icpts))}
+	f := Fit{Latency: math.Max(0, collective.Median(icpts))}
 	if slope <= 0 {
 		f.Bandwidth = math.Inf(1)
 	} else {
@@ -71,12 +73,7 @@ func FitLine(samples []Sample) (Fit, error) {
 	return f, nil
 }
 
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
+// median is collective.Median, the project's one median, under the name
+// probe.go and drift.go call it by. FitLine's slopes and intercepts are
+// never empty (it needs two sizes), so it never sees NaN.
+func median(xs []float64) float64 { return collective.Median(xs) }

@@ -217,13 +217,7 @@ func clusterRatio(m *collective.Model, g [][]int) float64 {
 	if len(inside) == 0 || len(across) == 0 {
 		return 1
 	}
-	return median(across) / median(inside)
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
+	return collective.Median(across) / collective.Median(inside)
 }
 
 // run is one rank's part of the pipeline.

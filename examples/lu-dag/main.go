@@ -26,12 +26,12 @@ import (
 	"math"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
 	"github.com/hetcomm/hetcomm/taskmap"
 	"github.com/hetcomm/hetcomm/taskmap/taskrun"
@@ -222,11 +222,11 @@ func main() {
 					last = r.res
 				}
 			}
-			med := median(spans)
+			med := collective.Median(spans)
 			if a == taskmap.Static {
 				staticMed = med
 			}
-			fmt.Printf("  %-7s %14.3f %14.3f %8d %10.2f  %-22s %.1e\n", a, med, last.Predicted, last.Remaps, median(remapMS), fmt.Sprint(last.TasksPerRank), maxRes)
+			fmt.Printf("  %-7s %14.3f %14.3f %8d %10.2f  %-22s %.1e\n", a, med, last.Predicted, last.Remaps, collective.Median(remapMS), fmt.Sprint(last.TasksPerRank), maxRes)
 			if o.repeat > 1 {
 				fmt.Printf("  %-7s runs: %s\n", "", fmtList(spans))
 			}
@@ -242,7 +242,7 @@ func main() {
 						spans = append(spans, r.res.Makespan)
 					}
 				}
-				fmt.Printf("# %s finishes %.1f%% sooner than static\n", a, 100*(1-median(spans)/staticMed))
+				fmt.Printf("# %s finishes %.1f%% sooner than static\n", a, 100*(1-collective.Median(spans)/staticMed))
 			}
 		}
 		if verdict[0] == 0 {
@@ -275,15 +275,6 @@ func probe(ctx context.Context, c *comm.Comm, o *options, sp *rankSpeed) ([]floa
 		out[r] = v[0]
 	}
 	return out, nil
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func fmtList(xs []float64) string {

@@ -101,7 +101,7 @@ func main() {
 		}
 		moved := float64(*n) * float64(*n) * 8
 		best := slices.Min(slowest)
-		med := median(slowest)
+		med := collective.Median(slowest)
 		fmt.Printf("transpose: %s: %d ranks, N=%d (%s rows %v), %d transposes, algo %s, %.1f MB each, best %.2f ms (%.3f GB/s), median %.2f ms\n",
 			status, p, *n, *dist, blockSizes(bounds), *iters, *algo, moved/1e6, best*1e3, moved/best/1e9, med*1e3)
 	}
@@ -233,10 +233,4 @@ func transpose(ctx context.Context, c *comm.Comm, l *local, opts comm.AlltoallvO
 		}
 	}
 	return t, nil
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -224,24 +224,55 @@ func checkRate(what string, r float64, scale float64) error {
 	return nil
 }
 
+// resolve validates the topology and applies every default, reporting the
+// first problem in the order the fields are documented: the lab's
+// settings, bridges, backbones, hosts and their NICs, the addresses left
+// to allocate, and pairs.
 func (t *Topology) resolve() (*resolved, error) {
 	r := &resolved{t: t, bridge: map[string]int{}, host: map[string]int{}, pairOut: map[[2]int]float64{}}
+	if err := r.resolveSettings(); err != nil {
+		return nil, err
+	}
+	if err := r.resolveBridges(); err != nil {
+		return nil, err
+	}
+	if err := r.joinBackbones(); err != nil {
+		return nil, err
+	}
+	used, err := r.resolveHosts()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.allocateAddrs(used); err != nil {
+		return nil, err
+	}
+	if err := r.resolvePairs(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// resolveSettings checks the lab-wide fields (name, rate scale,
+// congestion control, queue sizes) and sets r's scale, cc and queues,
+// defaults applied.
+func (r *resolved) resolveSettings() error {
+	t := r.t
 	if !labNameRE.MatchString(t.Name) {
-		return nil, errf("name %q: want 1-20 lower-case letters, digits or '-', starting with a letter or digit", t.Name)
+		return errf("name %q: want 1-20 lower-case letters, digits or '-', starting with a letter or digit", t.Name)
 	}
 	r.scale = t.RateScale
 	if r.scale == 0 {
 		r.scale = 1
 	}
 	if math.IsNaN(r.scale) || r.scale <= 0 || r.scale > 1e6 {
-		return nil, errf("rate_scale %v: must be positive", t.RateScale)
+		return errf("rate_scale %v: must be positive", t.RateScale)
 	}
 	r.cc = t.CongestionControl
 	if r.cc == "" {
 		r.cc = DefaultCongestionControl
 	}
 	if r.cc != "bbr" && r.cc != "reno" {
-		return nil, errf("congestion_control %q: want bbr or reno (cubic is not permitted inside a namespace here)", t.CongestionControl)
+		return errf("congestion_control %q: want bbr or reno (cubic is not permitted inside a namespace here)", t.CongestionControl)
 	}
 	q := t.Queues
 	if q.NICBytes == 0 {
@@ -254,32 +285,39 @@ func (t *Topology) resolve() (*resolved, error) {
 		q.PortMillis = DefaultPortMillis
 	}
 	if q.NICBytes < 16<<10 || q.NICBytes > 1<<30 || q.PortMinBytes < 16<<10 || q.PortMinBytes > 1<<30 || q.PortMillis < 0 || q.PortMillis > 10000 {
-		return nil, errf("queues %+v: byte sizes must lie in [16 KiB, 1 GiB] and port_ms in [0, 10000]", t.Queues)
+		return errf("queues %+v: byte sizes must lie in [16 KiB, 1 GiB] and port_ms in [0, 10000]", t.Queues)
 	}
 	r.queues = q
+	return nil
+}
 
+// resolveBridges checks the lab's /16 and the bridges' names and subnets,
+// and fills r.bridge and r.subnets (a bridge without a subnet gets the
+// (i+1)-th /24 of the lab's /16).
+func (r *resolved) resolveBridges() error {
+	t := r.t
 	base := DefaultSubnet
 	if t.Subnet != "" {
 		base = t.Subnet
 	}
 	basePfx, err := netip.ParsePrefix(base)
 	if err != nil || !basePfx.Addr().Is4() || basePfx.Bits() != 16 || basePfx.Masked() != basePfx || !tenNet.Contains(basePfx.Addr()) {
-		return nil, errf("subnet %q: want a /16 inside 10.0.0.0/8 such as 10.77.0.0/16", base)
+		return errf("subnet %q: want a /16 inside 10.0.0.0/8 such as 10.77.0.0/16", base)
 	}
 
 	if len(t.Bridges) == 0 {
-		return nil, errf("no bridges")
+		return errf("no bridges")
 	}
 	if len(t.Bridges) > 250 {
-		return nil, errf("%d bridges: at most 250", len(t.Bridges))
+		return errf("%d bridges: at most 250", len(t.Bridges))
 	}
 	seenSubnet := map[netip.Prefix]string{}
 	for i, b := range t.Bridges {
 		if !bridgeRE.MatchString(b.Name) {
-			return nil, errf("bridges[%d]: name %q: want 1-12 lower-case letters, digits or '-'", i, b.Name)
+			return errf("bridges[%d]: name %q: want 1-12 lower-case letters, digits or '-'", i, b.Name)
 		}
 		if _, dup := r.bridge[b.Name]; dup {
-			return nil, errf("bridges[%d]: duplicate bridge name %q", i, b.Name)
+			return errf("bridges[%d]: duplicate bridge name %q", i, b.Name)
 		}
 		r.bridge[b.Name] = i
 		var p netip.Prefix
@@ -290,23 +328,28 @@ func (t *Topology) resolve() (*resolved, error) {
 		} else {
 			p, err = netip.ParsePrefix(b.Subnet)
 			if err != nil || !p.Addr().Is4() || p.Bits() != 24 || p.Masked() != p || !tenNet.Contains(p.Addr()) {
-				return nil, errf("bridge %q: subnet %q: want a /24 inside 10.0.0.0/8 such as 10.77.1.0/24", b.Name, b.Subnet)
+				return errf("bridge %q: subnet %q: want a /24 inside 10.0.0.0/8 such as 10.77.1.0/24", b.Name, b.Subnet)
 			}
 		}
 		if other, dup := seenSubnet[p]; dup {
-			return nil, errf("bridge %q: subnet %s is also bridge %q's", b.Name, p, other)
+			return errf("bridge %q: subnet %s is also bridge %q's", b.Name, p, other)
 		}
 		seenSubnet[p] = b.Name
 		r.subnets = append(r.subnets, p)
 	}
+	return nil
+}
 
-	// Backbones: a forest over the bridges (union-find).
+// joinBackbones checks the backbones (known bridges, a rate, no loop) and
+// sets r.comp, every bridge's backbone-connected component, by union-find
+// over the forest they form.
+func (r *resolved) joinBackbones() error {
+	t := r.t
 	parent := make([]int, len(t.Bridges))
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]
@@ -319,17 +362,17 @@ func (t *Topology) resolve() (*resolved, error) {
 		b, okB := r.bridge[bb.B]
 		switch {
 		case !okA:
-			return nil, errf("%s: unknown bridge %q", what, bb.A)
+			return errf("%s: unknown bridge %q", what, bb.A)
 		case !okB:
-			return nil, errf("%s: unknown bridge %q", what, bb.B)
+			return errf("%s: unknown bridge %q", what, bb.B)
 		case a == b:
-			return nil, errf("%s: joins bridge %q to itself", what, bb.A)
+			return errf("%s: joins bridge %q to itself", what, bb.A)
 		}
 		if err := checkRate(what, bb.Rate, r.scale); err != nil {
-			return nil, err
+			return err
 		}
 		if find(a) == find(b) {
-			return nil, errf("%s: bridges %q and %q are already connected: backbones must not form a loop", what, bb.A, bb.B)
+			return errf("%s: bridges %q and %q are already connected: backbones must not form a loop", what, bb.A, bb.B)
 		}
 		parent[find(a)] = find(b)
 	}
@@ -337,11 +380,17 @@ func (t *Topology) resolve() (*resolved, error) {
 	for i := range r.comp {
 		r.comp[i] = find(i)
 	}
+	return nil
+}
 
+// resolveHosts checks the hosts and their NICs, fills r.host, and sizes
+// r.addrs with the explicitly given addresses in place. It returns, per
+// bridge, the addresses taken so far and by which host.
+func (r *resolved) resolveHosts() ([]map[netip.Addr]string, error) {
+	t := r.t
 	if len(t.Hosts) == 0 {
 		return nil, errf("no hosts")
 	}
-	// Addresses: explicit ones first, then the rest in host order.
 	used := make([]map[netip.Addr]string, len(t.Bridges))
 	for i := range used {
 		used[i] = map[netip.Addr]string{}
@@ -363,48 +412,70 @@ func (t *Topology) resolve() (*resolved, error) {
 		}
 		r.addrs[i] = make([]netip.Addr, len(h.NICs))
 		comps := map[int]string{}
-		for n, nic := range h.NICs {
-			what := fmt.Sprintf("host %q nics[%d]", h.Name, n)
-			b, ok := r.bridge[nic.Bridge]
-			if !ok {
-				if nic.Bridge == "" {
-					return nil, errf("%s: missing bridge", what)
-				}
-				return nil, errf("%s: unknown bridge %q", what, nic.Bridge)
-			}
-			if other, dup := comps[r.comp[b]]; dup {
-				if other == nic.Bridge {
-					return nil, errf("%s: a second NIC on bridge %q: put each NIC of a host on its own bridge (subnet)", what, nic.Bridge)
-				}
-				return nil, errf("%s: bridges %q and %q are joined by backbones: two NICs of a host must be on separate networks", what, other, nic.Bridge)
-			}
-			comps[r.comp[b]] = nic.Bridge
-			if err := checkRate(what+" rate_out", nic.RateOut, r.scale); err != nil {
+		for n := range h.NICs {
+			if err := r.resolveNIC(i, n, comps, used); err != nil {
 				return nil, err
-			}
-			if err := checkRate(what+" rate_in", nic.RateIn, r.scale); err != nil {
-				return nil, err
-			}
-			if math.IsNaN(nic.Loss) || nic.Loss < 0 || nic.Loss > 100 {
-				return nil, errf("%s: loss %v: want a percentage in [0, 100]", what, nic.Loss)
-			}
-			if nic.Addr != "" {
-				a, err := netip.ParseAddr(nic.Addr)
-				if err != nil || !a.Is4() || !r.subnets[b].Contains(a) {
-					return nil, errf("%s: addr %q: want an IPv4 address in bridge %q's subnet %s", what, nic.Addr, nic.Bridge, r.subnets[b])
-				}
-				last := a.As4()[3]
-				if last == 0 || last == 255 {
-					return nil, errf("%s: addr %s: .0 and .255 are not host addresses", what, a)
-				}
-				if other, dup := used[b][a]; dup {
-					return nil, errf("%s: addr %s is also %s's", what, a, other)
-				}
-				used[b][a] = h.Name
-				r.addrs[i][n] = a
 			}
 		}
 	}
+	return used, nil
+}
+
+// resolveNIC checks NIC n of host i: its bridge (comps maps the
+// components of the host's earlier NICs to their bridges, so that two
+// NICs never share a network), rates, loss and, if given, its address,
+// which it records in r.addrs and used.
+func (r *resolved) resolveNIC(i, n int, comps map[int]string, used []map[netip.Addr]string) error {
+	h := &r.t.Hosts[i]
+	nic := h.NICs[n]
+	what := fmt.Sprintf("host %q nics[%d]", h.Name, n)
+	b, ok := r.bridge[nic.Bridge]
+	if !ok {
+		if nic.Bridge == "" {
+			return errf("%s: missing bridge", what)
+		}
+		return errf("%s: unknown bridge %q", what, nic.Bridge)
+	}
+	if other, dup := comps[r.comp[b]]; dup {
+		if other == nic.Bridge {
+			return errf("%s: a second NIC on bridge %q: put each NIC of a host on its own bridge (subnet)", what, nic.Bridge)
+		}
+		return errf("%s: bridges %q and %q are joined by backbones: two NICs of a host must be on separate networks", what, other, nic.Bridge)
+	}
+	comps[r.comp[b]] = nic.Bridge
+	if err := checkRate(what+" rate_out", nic.RateOut, r.scale); err != nil {
+		return err
+	}
+	if err := checkRate(what+" rate_in", nic.RateIn, r.scale); err != nil {
+		return err
+	}
+	if math.IsNaN(nic.Loss) || nic.Loss < 0 || nic.Loss > 100 {
+		return errf("%s: loss %v: want a percentage in [0, 100]", what, nic.Loss)
+	}
+	if nic.Addr == "" {
+		return nil
+	}
+	a, err := netip.ParseAddr(nic.Addr)
+	if err != nil || !a.Is4() || !r.subnets[b].Contains(a) {
+		return errf("%s: addr %q: want an IPv4 address in bridge %q's subnet %s", what, nic.Addr, nic.Bridge, r.subnets[b])
+	}
+	last := a.As4()[3]
+	if last == 0 || last == 255 {
+		return errf("%s: addr %s: .0 and .255 are not host addresses", what, a)
+	}
+	if other, dup := used[b][a]; dup {
+		return errf("%s: addr %s is also %s's", what, a, other)
+	}
+	used[b][a] = h.Name
+	r.addrs[i][n] = a
+	return nil
+}
+
+// allocateAddrs gives every NIC without an explicit address the lowest
+// free one of its bridge's /24 from .1, in host order; used holds the
+// addresses already taken.
+func (r *resolved) allocateAddrs(used []map[netip.Addr]string) error {
+	t := r.t
 	next := make([]int, len(t.Bridges))
 	for i, h := range t.Hosts {
 		for n, nic := range h.NICs {
@@ -415,7 +486,7 @@ func (t *Topology) resolve() (*resolved, error) {
 			for {
 				next[b]++
 				if next[b] > 254 {
-					return nil, errf("bridge %q: too many hosts for a /24 (at most 254 addresses, .1 to .254)", nic.Bridge)
+					return errf("bridge %q: too many hosts for a /24 (at most 254 addresses, .1 to .254)", nic.Bridge)
 				}
 				a := r.subnets[b].Addr().As4()
 				a[3] = byte(next[b])
@@ -428,50 +499,56 @@ func (t *Topology) resolve() (*resolved, error) {
 			}
 		}
 	}
+	return nil
+}
 
+// resolvePairs checks the pairs (known, distinct hosts, each pair once,
+// rates only between hosts that share a network, latencies in range) and
+// fills r.pairOut with the scaled rate of each direction that has one.
+func (r *resolved) resolvePairs() error {
 	seenPair := map[[2]int]bool{}
-	for i, p := range t.Pairs {
+	for i, p := range r.t.Pairs {
 		what := fmt.Sprintf("pairs[%d] (%s-%s)", i, p.A, p.B)
 		a, okA := r.host[p.A]
 		b, okB := r.host[p.B]
 		switch {
 		case !okA:
-			return nil, errf("%s: unknown host %q", what, p.A)
+			return errf("%s: unknown host %q", what, p.A)
 		case !okB:
-			return nil, errf("%s: unknown host %q", what, p.B)
+			return errf("%s: unknown host %q", what, p.B)
 		case a == b:
-			return nil, errf("%s: a host paired with itself", what)
+			return errf("%s: a host paired with itself", what)
 		}
 		key := [2]int{min(a, b), max(a, b)}
 		if seenPair[key] {
-			return nil, errf("%s: duplicate pair", what)
+			return errf("%s: duplicate pair", what)
 		}
 		seenPair[key] = true
 		if p.Rate == 0 && p.RateBA != 0 {
-			return nil, errf("%s: rate_ba without rate", what)
+			return errf("%s: rate_ba without rate", what)
 		}
 		if p.Rate != 0 {
 			if err := checkRate(what, p.Rate, r.scale); err != nil {
-				return nil, err
+				return err
 			}
 			back := p.Rate
 			if p.RateBA != 0 {
 				if err := checkRate(what+" rate_ba", p.RateBA, r.scale); err != nil {
-					return nil, err
+					return err
 				}
 				back = p.RateBA
 			}
 			if len(r.routesBetween(a, b)) == 0 {
-				return nil, errf("%s: the hosts share no network, so no rate can apply", what)
+				return errf("%s: the hosts share no network, so no rate can apply", what)
 			}
 			r.pairOut[[2]int{a, b}] = p.Rate * r.scale
 			r.pairOut[[2]int{b, a}] = back * r.scale
 		}
 		if math.IsNaN(p.LatencyMS) || p.LatencyMS < 0 || p.LatencyMS > 60000 {
-			return nil, errf("%s: latency_ms %v: want [0, 60000]", what, p.LatencyMS)
+			return errf("%s: latency_ms %v: want [0, 60000]", what, p.LatencyMS)
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // routesBetween lists, for hosts a and b, the pairs (a's NIC, b's NIC)

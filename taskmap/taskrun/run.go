@@ -158,6 +158,53 @@ func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, err
 		conf = *cfg
 	}
 	size := c.Size()
+	conf, localErr := checkLocal(conf, g, size)
+	sub, err := c.Split(ctx, 0, c.Rank())
+	if err != nil {
+		return nil, fmt.Errorf("taskrun: %w", err)
+	}
+	defer sub.Close()
+	if err := agree(ctx, sub, g, conf, localErr); err != nil {
+		return nil, err
+	}
+
+	spu, err := speeds(ctx, sub, conf, size)
+	if err != nil {
+		return nil, err
+	}
+	tg, p, err := newProblem(c, g, conf, spu, size)
+	if err != nil {
+		return nil, err
+	}
+	prod, _ := g.producers()
+
+	if err := sub.Barrier(ctx); err != nil {
+		return nil, fmt.Errorf("taskrun: %w", err)
+	}
+	ex := newExec(ctx, sub, g, conf.Root, time.Now())
+	defer ex.cancel(nil)
+	co, err := runTasks(ex, p, conf, prod)
+	if err != nil {
+		return nil, err
+	}
+
+	res := &Result{Algorithm: conf.Algorithm, Predicted: taskmap.Baseline(p).Makespan}
+	if err := collectItems(ctx, ex, co, conf, prod, res); err != nil {
+		return nil, err
+	}
+	if err := shareSummary(ctx, sub, conf.Root, co, g, tg, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// checkLocal normalizes the configuration and checks it, the graph, the
+// collected items and the tasks' expected times on this rank alone, in
+// that order. It returns the normalized configuration and the first check
+// that failed, if any (for the items and the expected times, naming the
+// last offender), which Run reports only once every rank has heard of it
+// (see agree).
+func checkLocal(conf Config, g *Graph, size int) (Config, error) {
 	conf, localErr := conf.normalize(size)
 	if localErr == nil {
 		localErr = g.Validate()
@@ -176,13 +223,14 @@ func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, err
 			}
 		}
 	}
-	sub, err := c.Split(ctx, 0, c.Rank())
-	if err != nil {
-		return nil, fmt.Errorf("taskrun: %w", err)
-	}
-	defer sub.Close()
+	return conf, localErr
+}
 
-	// Agree that every rank has a valid and identical graph.
+// agree makes every rank of sub learn whether all of them have a valid
+// graph and configuration (localErr is this rank's problem, if any) and
+// the same ones (by fingerprint). It returns this rank's own problem
+// first, else the first rank that differs.
+func agree(ctx context.Context, sub *comm.Comm, g *Graph, conf Config, localErr error) error {
 	ok := uint64(1)
 	if localErr != nil {
 		ok = 0
@@ -190,48 +238,62 @@ func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, err
 	fp := g.fingerprint() ^ conf.fingerprint()
 	all, err := comm.AllgathervSlice(ctx, sub, []uint64{ok, fp})
 	if err != nil {
-		return nil, fmt.Errorf("taskrun: %w", err)
+		return fmt.Errorf("taskrun: %w", err)
 	}
 	if localErr != nil {
-		return nil, localErr
+		return localErr
 	}
 	for r, v := range all {
 		if len(v) != 2 || v[0] != 1 {
-			return nil, invalid("rank %d declared an invalid graph or configuration", r)
+			return invalid("rank %d declared an invalid graph or configuration", r)
 		}
 		if v[1] != fp {
-			return nil, invalid("rank %d declared another graph or configuration than rank %d", r, sub.Rank())
+			return invalid("rank %d declared another graph or configuration than rank %d", r, sub.Rank())
 		}
 	}
+	return nil
+}
 
-	spu := conf.SecondsPerUnit
-	if spu == nil {
-		probe := conf.Probe
-		if probe == nil {
-			probe = DefaultProbe
-		}
-		v, perr := probe(ctx)
-		if perr == nil && (!(v > 0) || math.IsInf(v, 0)) {
-			perr = fmt.Errorf("probe measured %v seconds per unit", v)
-		}
-		if perr != nil {
-			v = math.NaN()
-		}
-		got, err := comm.AllgathervSlice(ctx, sub, []float64{v})
-		if err != nil {
-			return nil, fmt.Errorf("taskrun: %w", err)
-		}
-		if perr != nil {
-			return nil, fmt.Errorf("taskrun: rank %d: speed probe: %w", sub.Rank(), perr)
-		}
-		spu = make([]float64, size)
-		for r, x := range got {
-			if len(x) != 1 || math.IsNaN(x[0]) {
-				return nil, fmt.Errorf("taskrun: rank %d's speed probe failed", r)
-			}
-			spu[r] = x[0]
-		}
+// speeds returns every rank's seconds per unit of work: the configured
+// ones, or, without them, what each rank's probe measured, gathered on
+// every rank. A failed probe fails Run on every rank.
+func speeds(ctx context.Context, sub *comm.Comm, conf Config, size int) ([]float64, error) {
+	if conf.SecondsPerUnit != nil {
+		return conf.SecondsPerUnit, nil
 	}
+	probe := conf.Probe
+	if probe == nil {
+		probe = DefaultProbe
+	}
+	v, perr := probe(ctx)
+	if perr == nil && (!(v > 0) || math.IsInf(v, 0)) {
+		perr = fmt.Errorf("probe measured %v seconds per unit", v)
+	}
+	if perr != nil {
+		v = math.NaN()
+	}
+	got, err := comm.AllgathervSlice(ctx, sub, []float64{v})
+	if err != nil {
+		return nil, fmt.Errorf("taskrun: %w", err)
+	}
+	if perr != nil {
+		return nil, fmt.Errorf("taskrun: rank %d: speed probe: %w", sub.Rank(), perr)
+	}
+	spu := make([]float64, size)
+	for r, x := range got {
+		if len(x) != 1 || math.IsNaN(x[0]) {
+			return nil, fmt.Errorf("taskrun: rank %d's speed probe failed", r)
+		}
+		spu[r] = x[0]
+	}
+	return spu, nil
+}
+
+// newProblem builds the mapping problem: the task graph with every
+// task's expected time on every rank (Task.Expected, else its work times
+// the profiled speed of its kind, else times spu) and the communication
+// model (the configured one, else c's restricted to its ranks).
+func newProblem(c *comm.Comm, g *Graph, conf Config, spu []float64, size int) (*taskmap.Graph, *taskmap.Problem, error) {
 	exp := func(i, r int) float64 {
 		t := &g.tasks[i]
 		if t.Expected != nil {
@@ -246,7 +308,7 @@ func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, err
 	}
 	tg, err := g.taskmapGraph(exp, size)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	model := conf.Model
 	if model == nil {
@@ -254,22 +316,25 @@ func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, err
 	}
 	p, err := taskmap.NewProblem(tg, model, nil)
 	if err != nil {
-		return nil, fmt.Errorf("taskrun: %w", err)
+		return nil, nil, fmt.Errorf("taskrun: %w", err)
 	}
-	prod, _ := g.producers()
+	return tg, p, nil
+}
 
-	if err := sub.Barrier(ctx); err != nil {
-		return nil, fmt.Errorf("taskrun: %w", err)
-	}
-	ex := newExec(ctx, sub, g, conf.Root, time.Now())
-	defer ex.cancel(nil)
+// runTasks runs this rank's share of the execution until every task has
+// finished or one has failed: the control and work loops, and on the
+// root the coordinator (returned; nil elsewhere). After a failure it
+// cancels the execution; either way it waits for the sends and receives
+// in flight. The error is the most telling of the three loops' (see
+// firstErr).
+func runTasks(ex *exec, p *taskmap.Problem, conf Config, prod []int) (*coord, error) {
 	var co *coord
 	var wg sync.WaitGroup
 	var ctlErr, workErr, coErr error
 	wg.Add(2)
 	go func() { defer wg.Done(); ctlErr = ex.control() }()
 	go func() { defer wg.Done(); workErr = ex.work() }()
-	if sub.Rank() == conf.Root {
+	if ex.c.Rank() == conf.Root {
 		co = newCoord(ex, p, conf.Algorithm, conf.Adapt, conf.Collect, prod)
 		wg.Add(1)
 		go func() { defer wg.Done(); coErr = co.run() }()
@@ -283,12 +348,15 @@ func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, err
 		ex.cancel(errors.Join(ctlErr, workErr, coErr))
 		ex.io.Wait()
 	}
-	if err := firstErr(workErr, coErr, ctlErr); err != nil {
-		return nil, err
-	}
+	return co, firstErr(workErr, coErr, ctlErr)
+}
 
-	res := &Result{Algorithm: conf.Algorithm, Predicted: taskmap.Baseline(p).Makespan}
-	// Collect the requested items at the root.
+// collectItems gathers the Config.Collect items into res.Items at the
+// root (co, the coordinator, is non-nil there), each from the rank that
+// produced it; every other rank sends the items the root's stop message
+// asked it for (ex.stopItems).
+func collectItems(ctx context.Context, ex *exec, co *coord, conf Config, prod []int, res *Result) error {
+	sub, g := ex.c, ex.g // the execution's private communicator and the graph
 	if sub.Rank() == conf.Root {
 		res.Items = map[ItemID][]byte{}
 		for _, d := range conf.Collect {
@@ -301,25 +369,33 @@ func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, err
 			}
 			b, _, err := sub.Recv(ctx, owner, collectTag(int(d)))
 			if err != nil {
-				return nil, fmt.Errorf("taskrun: collecting %s from rank %d: %w", g.itemName(d), owner, err)
+				return fmt.Errorf("taskrun: collecting %s from rank %d: %w", g.itemName(d), owner, err)
 			}
 			res.Items[d] = b
 		}
-	} else {
-		for _, d := range ex.stopItems {
-			ex.mu.Lock()
-			s := ex.slots[d]
-			ex.mu.Unlock()
-			if s == nil || !s.have {
-				return nil, fmt.Errorf("taskrun: internal error: rank %d was asked for %s, which it does not hold", sub.Rank(), g.itemName(ItemID(d)))
-			}
-			if err := sub.Send(ctx, conf.Root, collectTag(d), s.data); err != nil {
-				return nil, fmt.Errorf("taskrun: sending %s to the root: %w", g.itemName(ItemID(d)), err)
-			}
+		return nil
+	}
+	for _, d := range ex.stopItems {
+		ex.mu.Lock()
+		s := ex.slots[d]
+		ex.mu.Unlock()
+		if s == nil || !s.have {
+			return fmt.Errorf("taskrun: internal error: rank %d was asked for %s, which it does not hold", sub.Rank(), g.itemName(ItemID(d)))
+		}
+		if err := sub.Send(ctx, conf.Root, collectTag(d), s.data); err != nil {
+			return fmt.Errorf("taskrun: sending %s to the root: %w", g.itemName(ItemID(d)), err)
 		}
 	}
+	return nil
+}
 
-	// Share the summary with every rank.
+// shareSummary fills res with the execution's summary, which the root
+// (where co, the coordinator, is non-nil) computes from its schedule and
+// broadcasts: the makespan, the remappings, and every rank's task count
+// and busy time. The root also fills in the schedule, the expected times
+// of tg and the measured profile.
+func shareSummary(ctx context.Context, sub *comm.Comm, root int, co *coord, g *Graph, tg *taskmap.Graph, res *Result) error {
+	size := sub.Size()
 	var summary []float64
 	if co != nil {
 		s := co.schedule()
@@ -338,12 +414,12 @@ func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, err
 		}
 		summary = append(append(summary, ran...), busy...)
 	}
-	summary, err = comm.BcastSlice(ctx, sub, conf.Root, summary)
+	summary, err := comm.BcastSlice(ctx, sub, root, summary)
 	if err != nil {
-		return nil, fmt.Errorf("taskrun: %w", err)
+		return fmt.Errorf("taskrun: %w", err)
 	}
 	if len(summary) != 3+2*size {
-		return nil, fmt.Errorf("taskrun: malformed summary from the root")
+		return fmt.Errorf("taskrun: malformed summary from the root")
 	}
 	res.Makespan, res.Remaps, res.RemapSeconds = summary[0], int(summary[1]), summary[2]
 	res.TasksPerRank = make([]int, size)
@@ -352,7 +428,7 @@ func Run(ctx context.Context, c *comm.Comm, g *Graph, cfg *Config) (*Result, err
 		res.TasksPerRank[r] = int(summary[3+r])
 		res.BusyPerRank[r] = summary[3+size+r]
 	}
-	return res, nil
+	return nil
 }
 
 func firstErr(errs ...error) error {
