@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,24 +11,6 @@ import (
 
 	"github.com/hetcomm/hetcomm/comm"
 )
-
-// parseFlags parses a subcommand's flags. It returns false, with the exit
-// status, when the command should stop: after -h (ExitOK), a bad flag or,
-// unless positional arguments are allowed, an unexpected argument
-// (ExitUsage).
-func parseFlags(fs *flag.FlagSet, name string, args []string, positional bool, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK, false
-		}
-		return ExitUsage, false
-	}
-	if !positional && fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hetbench %s: unexpected argument %q\n", name, fs.Arg(0))
-		return ExitUsage, false
-	}
-	return ExitOK, true
-}
 
 // launchFlags are the flags of the subcommands that start ranks of this
 // executable (live, probe): how many, where, over what.

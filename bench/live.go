@@ -187,7 +187,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, "live", args, false, stderr); !ok {
+	if code, ok := ParseFlags(fs, "live", args, false, stderr); !ok {
 		return code
 	}
 	if _, err := lf.sizes(); err != nil {

@@ -11,13 +11,6 @@ import (
 	"github.com/hetcomm/hetcomm/collective"
 )
 
-// Exit statuses of the hetbench commands.
-const (
-	ExitOK    = 0
-	ExitError = 1 // the command failed (I/O, an internal error)
-	ExitUsage = 2 // bad flags or bad input
-)
-
 // PlanCommand implements `hetbench plan`. It returns the exit status.
 func PlanCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
@@ -42,7 +35,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, "plan", args, false, stderr); !ok {
+	if code, ok := ParseFlags(fs, "plan", args, false, stderr); !ok {
 		return code
 	}
 	var r io.Reader = os.Stdin

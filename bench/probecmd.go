@@ -50,7 +50,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, "probe", args, false, stderr); !ok {
+	if code, ok := ParseFlags(fs, "probe", args, false, stderr); !ok {
 		return code
 	}
 	if *lc.n < 2 {

@@ -140,7 +140,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, "synthetic", args, false, stderr); !ok {
+	if code, ok := ParseFlags(fs, "synthetic", args, false, stderr); !ok {
 		return code
 	}
 	o.Seed = *seed
