@@ -1,4 +1,4 @@
-package bench
+package live
 
 import (
 	"bufio"
@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
@@ -140,7 +141,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code, ok := ParseFlags(fs, "synthetic", args, false, stderr); !ok {
+	if code, ok := bench.ParseFlags(fs, "synthetic", args, false, stderr); !ok {
 		return code
 	}
 	o.Seed = *seed
@@ -151,7 +152,7 @@ Flags:
 	}
 	if err := o.finish(*types, *configs); err != nil {
 		fmt.Fprintln(stderr, "hetbench synthetic:", err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -160,13 +161,13 @@ Flags:
 	res, err := runSynthetic(ctx, &o, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench synthetic:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	if err := res.report(&o, stdout); err != nil {
 		fmt.Fprintln(stderr, "hetbench synthetic:", err)
-		return ExitError
+		return bench.ExitError
 	}
-	return ExitOK
+	return bench.ExitOK
 }
 
 // finish validates the options and fills in the mode defaults.
@@ -946,23 +947,23 @@ func SyntheticRankCommand(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&o.SplitAt, "split-at", 0, "")
 	fs.IntVar(&o.Port, "port", 47400, "")
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	secret, err := hex.DecodeString(os.Getenv(envSecret))
 	if err != nil || len(secret) < transport.MinSecretLen {
 		fmt.Fprintf(stderr, "synthetic-rank: $%s must hold the job's secret (hex)\n", envSecret)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	o.Hosts = []string{"master", "slave"}
 	o.SlowRate, o.FastRate = 1, 1
 	if err := o.finish(*types, *configs); err != nil {
 		fmt.Fprintln(stderr, "synthetic-rank:", err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	nics := strings.Split(*addrs, ",")
 	if len(nics) != 2 {
 		fmt.Fprintln(stderr, "synthetic-rank: -addrs needs two addresses")
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -978,9 +979,9 @@ func SyntheticRankCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		if err := synthSlave(ctx, *index, listen, secret, nil); err != nil {
 			fmt.Fprintln(stderr, "synthetic-rank:", err)
-			return ExitError
+			return bench.ExitError
 		}
-		return ExitOK
+		return bench.ExitOK
 	case "master":
 		var ps [][]string
 		for _, p := range strings.Split(*peers, ";") {
@@ -990,18 +991,18 @@ func SyntheticRankCommand(args []string, stdout, stderr io.Writer) int {
 		res, err := synthMaster(ctx, &o, nics, ps, secret, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "synthetic-rank:", err)
-			return ExitError
+			return bench.ExitError
 		}
 		b, _ := json.Marshal(res)
 		w := bufio.NewWriter(stdout)
 		fmt.Fprintf(w, "SYNTHETIC %s\n", b)
 		if err := w.Flush(); err != nil {
-			return ExitError
+			return bench.ExitError
 		}
-		return ExitOK
+		return bench.ExitOK
 	}
 	fmt.Fprintln(stderr, "synthetic-rank: -role must be master or slave")
-	return ExitUsage
+	return bench.ExitUsage
 }
 
 // ---------------------------------------------------------------- report
@@ -1015,8 +1016,8 @@ func (r *synthResult) report(o *synthOptions, w io.Writer) error {
 			1e6*c.Latency, c.Bandwidth/1e6, r.Shapes[nic].Rate/1e6, r.Shapes[nic].Delay)
 	}
 	fmt.Fprintf(w, "# mux: fast rail from %d B; muxagg: split from %d B; agg: parts of at least %d B\n\n", r.MuxAt, r.SplitAt, o.MinChunk)
-	fig := &Table{Name: "figure12", Columns: append([]string{"type"}, o.Configs...)}
-	long := &Table{Name: "synthetic", Columns: []string{"type", "b", "l1", "l2", "config", "median_s", "min_s", "max_s",
+	fig := &bench.Table{Name: "figure12", Columns: append([]string{"type"}, o.Configs...)}
+	long := &bench.Table{Name: "synthetic", Columns: []string{"type", "b", "l1", "l2", "config", "median_s", "min_s", "max_s",
 		"normalized", "predicted_s", "predicted_normalized"}}
 	fmt.Fprintf(w, "time normalised to the slow rail alone (median of %d runs; model prediction in brackets)\n\n", r.Runs)
 	fmt.Fprintf(w, "| type |")
@@ -1028,9 +1029,9 @@ func (r *synthResult) report(o *synthOptions, w io.Writer) error {
 		fmt.Fprintf(w, "---|")
 	}
 	fmt.Fprintf(w, "---|\n")
-	var series []Series
+	var series []bench.Series
 	for _, c := range o.Configs {
-		series = append(series, Series{Name: c})
+		series = append(series, bench.Series{Name: c})
 	}
 	for ti, t := range o.Types {
 		secs := r.Seconds[t.Name]
@@ -1092,7 +1093,7 @@ func (r *synthResult) report(o *synthOptions, w io.Writer) error {
 	if err := os.WriteFile(filepath.Join(o.Out, "synthetic-raw.json"), append(raw, '\n'), 0o644); err != nil {
 		return err
 	}
-	lp := &LinePlot{Title: fmt.Sprintf("Synthetic benchmark (%s, N = %d): time / slow rail alone", r.Mode, r.N),
+	lp := &bench.LinePlot{Title: fmt.Sprintf("Synthetic benchmark (%s, N = %d): time / slow rail alone", r.Mode, r.N),
 		XLabel: "type (1 = A ... 6 = F)", YLabel: "normalised time", Series: series}
 	if err := lp.SavePNG(filepath.Join(o.Out, "figure12.png")); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package bench
+package live
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/comm"
 )
 
@@ -44,18 +45,18 @@ func (l *launchFlags) env(command, tmp string, stderr io.Writer) (env []string, 
 		env = append(env, comm.EnvRailPolicy+"="+*l.railPolicy)
 	}
 	if *l.emulate == "" {
-		return env, "", ExitOK, true
+		return env, "", bench.ExitOK, true
 	}
 	path, size, err := emulationFile(*l.emulate, tmp)
 	if err != nil {
 		fmt.Fprintf(stderr, "hetbench %s: -emulate: %v\n", command, err)
-		return nil, "", ExitUsage, false
+		return nil, "", bench.ExitUsage, false
 	}
 	if size != *l.n {
 		fmt.Fprintf(stderr, "hetbench %s: -emulate %s describes %d ranks, -n is %d\n", command, *l.emulate, size, *l.n)
-		return nil, "", ExitUsage, false
+		return nil, "", bench.ExitUsage, false
 	}
-	return append(env, comm.EnvEmulate+"="+path), path, ExitOK, true
+	return append(env, comm.EnvEmulate+"="+path), path, bench.ExitOK, true
 }
 
 // launch starts the ranks with env and args (launchSelf).

@@ -1,4 +1,4 @@
-package bench
+package live
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
 	"github.com/hetcomm/hetcomm/internal/launch"
@@ -187,26 +188,26 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code, ok := ParseFlags(fs, "live", args, false, stderr); !ok {
+	if code, ok := bench.ParseFlags(fs, "live", args, false, stderr); !ok {
 		return code
 	}
 	if _, err := lf.sizes(); err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	if _, err := lf.algorithms(); err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	n, transport, hosts, rsh := lc.n, lc.transport, lc.hosts, lc.rsh
 	if *n < 1 {
 		fmt.Fprintln(stderr, "hetbench live: -n must be at least 1")
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	tmp, err := os.MkdirTemp("", "hetbench-live-")
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	defer os.RemoveAll(tmp)
 	recFile := filepath.Join(tmp, "records.json")
@@ -230,26 +231,26 @@ Flags:
 	defer stop()
 	if err := lc.launch(ctx, env, rankArgs, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	recs, err := readRecords(recFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	if *peer != "" {
 		if *peer != "mpi" {
 			fmt.Fprintf(stderr, "hetbench live: unknown -peer %q (want mpi)\n", *peer)
-			return ExitUsage
+			return bench.ExitUsage
 		}
 		if lf.collective != "alltoallv" && lf.collective != "multicast" && lf.collective != "redistribute" {
 			fmt.Fprintln(stderr, "hetbench live: -peer mpi supports -collective alltoallv, multicast and redistribute")
-			return ExitUsage
+			return bench.ExitUsage
 		}
 		prec, err := runMPIPeer(ctx, lf, *n, *hosts, *rsh, *peerIf, recs, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "hetbench live: mpi peer:", err)
-			return ExitError
+			return bench.ExitError
 		}
 		recs = append(recs, prec...)
 		printRatios(stdout, recs)
@@ -258,10 +259,10 @@ Flags:
 		b, _ := json.MarshalIndent(recs, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
 			fmt.Fprintln(stderr, "hetbench live:", err)
-			return ExitError
+			return bench.ExitError
 		}
 	}
-	return ExitOK
+	return bench.ExitOK
 }
 
 // launchSelf starts n ranks of this executable with args, locally or on
@@ -299,23 +300,23 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 	timelineDir := fs.String("timeline", "", "where rank 0 writes timing diagrams")
 	tname := fs.String("transport-name", "", "transport name for the records")
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	sizes, err := lf.sizes()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	algos, err := lf.algorithms()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	ctx := context.Background()
 	c, err := comm.Init(ctx, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	defer c.Close()
 	me, n := c.Rank(), c.Size()
@@ -339,7 +340,7 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 		if lf.collective == "alltoallv" {
 			if sz, err = PatternSizes(lf.pattern, n, size, lf.seed); err != nil {
 				fmt.Fprintln(stderr, err)
-				return ExitUsage
+				return bench.ExitUsage
 			}
 		}
 		var total int64
@@ -355,24 +356,24 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 			}
 			if err != nil {
 				fmt.Fprintln(stderr, "hetbench live:", err)
-				return ExitError
+				return bench.ExitError
 			}
 			var times []float64
 			for it := 0; it < lf.warmup+lf.iters; it++ {
 				if err := c.Barrier(ctx); err != nil {
 					fmt.Fprintln(stderr, "hetbench live:", err)
-					return ExitError
+					return bench.ExitError
 				}
 				t0 := time.Now()
 				if err := run(ctx); err != nil {
 					fmt.Fprintf(stderr, "hetbench live: rank %d: %s %s %d: %v\n", me, lf.collective, algo, size, err)
-					return ExitError
+					return bench.ExitError
 				}
 				dt := time.Since(t0).Seconds()
 				slowest, err := comm.Allreduce(ctx, c, []float64{dt}, comm.Max)
 				if err != nil {
 					fmt.Fprintln(stderr, "hetbench live:", err)
-					return ExitError
+					return bench.ExitError
 				}
 				if it >= lf.warmup {
 					times = append(times, slowest[0])
@@ -382,19 +383,19 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 				pred, meas, err := c.Timeline(ctx)
 				if err != nil {
 					fmt.Fprintln(stderr, "hetbench live: timeline:", err)
-					return ExitError
+					return bench.ExitError
 				}
 				if me == 0 {
 					if err := writeTimeline(*timelineDir, fmt.Sprintf("alltoallv-%s-%d-%s", lf.pattern, size, algo), pred, meas); err != nil {
 						fmt.Fprintln(stderr, "hetbench live: timeline:", err)
-						return ExitError
+						return bench.ExitError
 					}
 				}
 			}
 			if me != 0 {
 				continue
 			}
-			st := Summarize(times)
+			st := bench.Summarize(times)
 			r := LiveRecord{System: "hetcomm", Collective: lf.collective, Algorithm: string(algo), Pattern: lf.pattern, Transport: *tname,
 				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, AvgS: st.Mean, MedianS: st.Median, MinS: st.Min, MaxS: st.Max, P99S: st.P99,
 				LowerBound: lb, Predicted: pred, NICBound: nicb}
@@ -420,10 +421,10 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 		b, _ := json.Marshal(recs)
 		if err := os.WriteFile(*records, b, 0o644); err != nil {
 			fmt.Fprintln(stderr, "hetbench live:", err)
-			return ExitError
+			return bench.ExitError
 		}
 	}
-	return ExitOK
+	return bench.ExitOK
 }
 
 // liveOp prepares one collective and returns the function that runs it
@@ -608,7 +609,7 @@ func writeTimeline(dir, name string, pred, meas *collective.Plan) error {
 // records), one MPI_Ibcast per message on its own sub-communicator for a
 // multiple multicast.
 func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude string, own []LiveRecord, stderr io.Writer) ([]LiveRecord, error) {
-	src := filepath.Join(sourceDir(), "peer", "alltoallv.c")
+	src := filepath.Join(benchDir(), "peer", "alltoallv.c")
 	if _, err := os.Stat(src); err != nil {
 		return nil, fmt.Errorf("cannot find %s (run hetbench from the source tree)", src)
 	}
@@ -798,8 +799,9 @@ func printRatios(w io.Writer, recs []LiveRecord) {
 	}
 }
 
-// sourceDir is the bench package's directory in the source tree.
-func sourceDir() string {
+// benchDir is the bench directory in the source tree (the parent of this
+// package's), which holds peer/.
+func benchDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(file)
+	return filepath.Dir(filepath.Dir(file))
 }
