@@ -1,4 +1,4 @@
-package bench
+package sim
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/taskmap"
 )
 
@@ -156,7 +157,7 @@ func runRemapPoint(cfg SimConfig, sweep, idx int, pt remapPoint, trials int, alg
 		res.remapUS = float64(remapTotal.Nanoseconds()) / 1e3 / float64(remaps)
 	}
 	if len(rel) > 0 {
-		s := Summarize(rel)
+		s := bench.Summarize(rel)
 		res.cdVsGS = 100 * s.Mean
 		if len(rel) > 1 {
 			v := 0.0
@@ -248,7 +249,7 @@ func runRemap(cfg SimConfig) (*SimResult, error) {
 		}
 	}
 
-	res := &SimResult{Plots: map[string]*LinePlot{}}
+	res := &SimResult{Plots: map[string]*bench.LinePlot{}}
 	xval := func(s remapSweep, i int) any {
 		if s.labels != nil {
 			return s.labels[i]
@@ -259,9 +260,9 @@ func runRemap(cfg SimConfig) (*SimResult, error) {
 	// ideal), like Figures 5 to 8.
 	versus := func(name, title string, si int, variant taskmap.Algorithm) {
 		s := sweeps[si]
-		t := &Table{Name: name, Columns: []string{s.name, "blocks", "baseline", string(variant), "ideal", "gain_pct", "ideal_gain_pct", "gs", "gs_gain_pct"}}
-		lp := &LinePlot{Title: title, XLabel: s.xlabel, YLabel: "mean completion time (s)"}
-		ser := []Series{{Name: "baseline"}, {Name: string(variant)}, {Name: "ideal"}}
+		t := &bench.Table{Name: name, Columns: []string{s.name, "blocks", "baseline", string(variant), "ideal", "gain_pct", "ideal_gain_pct", "gs", "gs_gain_pct"}}
+		lp := &bench.LinePlot{Title: title, XLabel: s.xlabel, YLabel: "mean completion time (s)"}
+		ser := []bench.Series{{Name: "baseline"}, {Name: string(variant)}, {Name: "ideal"}}
 		for i, r := range results[si] {
 			t.Add(xval(s, i), r.blocks, r.mean[taskmap.Static], r.mean[variant], r.mean[taskmap.Ideal], r.gain(variant), r.gain(taskmap.Ideal), r.mean[taskmap.GS], r.gain(taskmap.GS))
 			for k, a := range []taskmap.Algorithm{taskmap.Static, variant, taskmap.Ideal} {
@@ -287,9 +288,9 @@ func runRemap(cfg SimConfig) (*SimResult, error) {
 		si          int
 	}{{"fig9a_remap_time_subtasks", "Figure 9(a): CD remapping time per block, 10 machines", 0}, {"fig9b_remap_time_machines", "Figure 9(b): CD remapping time per block, 200 subtasks", 1}} {
 		s := sweeps[f.si]
-		t := &Table{Name: f.name, Columns: []string{s.name, "blocks", "subtasks_per_block", "remap_mean_us", "remap_max_us"}}
-		lp := &LinePlot{Title: f.title, XLabel: s.xlabel, YLabel: "microseconds per block"}
-		ser := []Series{{Name: "mean"}, {Name: "max"}}
+		t := &bench.Table{Name: f.name, Columns: []string{s.name, "blocks", "subtasks_per_block", "remap_mean_us", "remap_max_us"}}
+		lp := &bench.LinePlot{Title: f.title, XLabel: s.xlabel, YLabel: "microseconds per block"}
+		ser := []bench.Series{{Name: "mean"}, {Name: "max"}}
 		for i, r := range results[f.si] {
 			t.Add(xval(s, i), r.blocks, r.perBlock, r.remapUS, r.remapMax)
 			ser[0].X, ser[0].Y = append(ser[0].X, s.points[i].x), append(ser[0].Y, r.remapUS)
@@ -301,9 +302,9 @@ func runRemap(cfg SimConfig) (*SimResult, error) {
 	}
 
 	// Figure 10, and CD against GS everywhere it was run.
-	cdgs := &Table{Name: "fig10_cd_gs", Columns: []string{"sweep", "x", "cd", "gs", "cd_better_pct", "ci95_pct", "cd_remaps", "gs_remaps"}}
-	lp := &LinePlot{Title: "Figure 10: CD vs Generational Scheduling, 10 machines", XLabel: sweeps[0].xlabel, YLabel: "mean completion time (s)"}
-	ser := []Series{{Name: "cd"}, {Name: "gs"}}
+	cdgs := &bench.Table{Name: "fig10_cd_gs", Columns: []string{"sweep", "x", "cd", "gs", "cd_better_pct", "ci95_pct", "cd_remaps", "gs_remaps"}}
+	lp := &bench.LinePlot{Title: "Figure 10: CD vs Generational Scheduling, 10 machines", XLabel: sweeps[0].xlabel, YLabel: "mean completion time (s)"}
+	ser := []bench.Series{{Name: "cd"}, {Name: "gs"}}
 	for si, s := range sweeps {
 		for i, r := range results[si] {
 			cdgs.Add(s.name, xval(s, i), r.mean[taskmap.CD], r.mean[taskmap.GS], r.cdVsGS, r.cdVsGSCI, r.remapsCD, r.remapsGS)

@@ -1,4 +1,4 @@
-package bench
+package sim
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/collective"
 )
 
@@ -253,20 +254,20 @@ func mcRunTrial(pt mcPoint, mcNodes int, seed uint64, algos []collective.Algorit
 }
 
 func mcReport(points []mcPoint, results [][]mcTrial, algos []collective.Algorithm, mcNodes, trials int) *SimResult {
-	res := &SimResult{Plots: map[string]*LinePlot{}}
+	res := &SimResult{Plots: map[string]*bench.LinePlot{}}
 	names := make([]string, len(algos))
 	for a, algo := range algos {
 		names[a] = string(algo)
 	}
-	completion := map[string]*Table{}
-	ratios := map[string]*Table{}
-	planTime := map[string]*Table{}
+	completion := map[string]*bench.Table{}
+	ratios := map[string]*bench.Table{}
+	planTime := map[string]*bench.Table{}
 	xName := map[string]string{"alltoall": "nodes", "multicast": "sources"}
 	for _, pat := range []string{"alltoall", "multicast"} {
 		cols := append([]string{"network", "size", xName[pat], "lower_bound_ms"}, mcSuffix(names, "_ms")...)
-		completion[pat] = &Table{Name: pat + "_completion", Columns: cols}
-		ratios[pat] = &Table{Name: pat + "_ratio", Columns: append([]string{"network", "size", xName[pat]}, names...)}
-		planTime[pat] = &Table{Name: pat + "_plan_time", Columns: append([]string{xName[pat], "tasks"}, mcSuffix(names, "_us")...)}
+		completion[pat] = &bench.Table{Name: pat + "_completion", Columns: cols}
+		ratios[pat] = &bench.Table{Name: pat + "_ratio", Columns: append([]string{"network", "size", xName[pat]}, names...)}
+		planTime[pat] = &bench.Table{Name: pat + "_plan_time", Columns: append([]string{xName[pat], "tasks"}, mcSuffix(names, "_us")...)}
 	}
 	// Planning times pooled over networks and sizes, per x (as in Tables
 	// 1 and 2): medians, in microseconds.
@@ -276,7 +277,7 @@ func mcReport(points []mcPoint, results [][]mcTrial, algos []collective.Algorith
 	}
 	pooled := map[key][][]float64{}
 	tasks := map[key][]float64{}
-	series := map[string]*LinePlot{} // completion and ratio plots
+	series := map[string]*bench.LinePlot{} // completion and ratio plots
 	for p, pt := range points {
 		rs := results[p]
 		lb := 0.0
@@ -322,13 +323,13 @@ func mcReport(points []mcPoint, results [][]mcTrial, algos []collective.Algorith
 					if what == "ratio" {
 						ylabel = "competitive ratio (completion / lower bound)"
 					}
-					lp = &LinePlot{Title: fmt.Sprintf("%s, %s network, %s messages: %s planners", pt.pattern, pt.network, pt.size, kind),
+					lp = &bench.LinePlot{Title: fmt.Sprintf("%s, %s network, %s messages: %s planners", pt.pattern, pt.network, pt.size, kind),
 						XLabel: xName[pt.pattern], YLabel: ylabel}
 					for a := lo; a < hi; a++ {
-						lp.Series = append(lp.Series, Series{Name: names[a]})
+						lp.Series = append(lp.Series, bench.Series{Name: names[a]})
 					}
 					if what == "completion" {
-						lp.Series = append(lp.Series, Series{Name: "lower bound"})
+						lp.Series = append(lp.Series, bench.Series{Name: "lower bound"})
 					}
 					series[file] = lp
 				}
@@ -358,14 +359,14 @@ func mcReport(points []mcPoint, results [][]mcTrial, algos []collective.Algorith
 		sort.Ints(xs)
 		for _, x := range xs {
 			k := key{pat, x}
-			row := []any{x, Summarize(tasks[k]).Mean}
+			row := []any{x, bench.Summarize(tasks[k]).Mean}
 			for a := range algos {
-				row = append(row, Summarize(pooled[k][a]).Median)
+				row = append(row, bench.Summarize(pooled[k][a]).Median)
 			}
 			planTime[pat].Add(row...)
 		}
 	}
-	res.Tables = []*Table{completion["alltoall"], ratios["alltoall"], planTime["alltoall"],
+	res.Tables = []*bench.Table{completion["alltoall"], ratios["alltoall"], planTime["alltoall"],
 		completion["multicast"], ratios["multicast"], planTime["multicast"]}
 	res.Plots = series
 

@@ -1,10 +1,11 @@
-package bench
+package sim
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/collective"
 )
 
@@ -214,10 +215,10 @@ func runAlltoall(cfg SimConfig) (*SimResult, error) {
 		names = append(names, string(a))
 	}
 	names = append(names, alltoallBarrier)
-	res := &SimResult{Plots: map[string]*LinePlot{}}
+	res := &SimResult{Plots: map[string]*bench.LinePlot{}}
 	prog := NewProgress(cfg.Progress, "alltoall", len(alltoallScenarios)*(len(sizes)+1)*trials)
 
-	summary := &Table{Name: "summary", Columns: []string{"figure", "scenario", "algorithm", "mean_ratio", "worst_point_mean", "max_ratio"}}
+	summary := &bench.Table{Name: "summary", Columns: []string{"figure", "scenario", "algorithm", "mean_ratio", "worst_point_mean", "max_ratio"}}
 	// agg accumulates ratios over instances: their sum, the worst mean of
 	// one data point (the peak of the plotted curve), the worst instance.
 	type agg struct{ sum, peak, max float64 }
@@ -229,9 +230,9 @@ func runAlltoall(cfg SimConfig) (*SimResult, error) {
 			cols = append(cols, nm+"_mean", nm+"_max")
 		}
 		cols = append(cols, "lb_mean_s")
-		t := &Table{Name: sc.figure + "_" + sc.name, Columns: cols}
-		plot := &LinePlot{Title: sc.title + " (mean of completion / t_lb)", XLabel: "processors", YLabel: "completion time / lower bound"}
-		series := make([]Series, len(names))
+		t := &bench.Table{Name: sc.figure + "_" + sc.name, Columns: cols}
+		plot := &bench.LinePlot{Title: sc.title + " (mean of completion / t_lb)", XLabel: "processors", YLabel: "completion time / lower bound"}
+		series := make([]bench.Series, len(names))
 		for k, nm := range names {
 			series[k].Name = nm
 		}
@@ -255,7 +256,7 @@ func runAlltoall(cfg SimConfig) (*SimResult, error) {
 			}
 			row := []any{n}
 			for k := range names {
-				s := Summarize(ratios[k])
+				s := bench.Summarize(ratios[k])
 				row = append(row, s.Mean, s.Max)
 				series[k].X = append(series[k].X, float64(n))
 				series[k].Y = append(series[k].Y, s.Mean)
@@ -280,7 +281,7 @@ func runAlltoall(cfg SimConfig) (*SimResult, error) {
 
 	// Sensitivity to the link distribution: sensN ranks, every link one of
 	// the measured site pairs of Tables 1-2.
-	sens := &Table{Name: "sitepairs", Columns: []string{"figure", "scenario", "ranks", "algorithm", "mean_ratio", "max_ratio"}}
+	sens := &bench.Table{Name: "sitepairs", Columns: []string{"figure", "scenario", "ranks", "algorithm", "mean_ratio", "max_ratio"}}
 	sensPeak := make([]float64, len(names))
 	for si, sc := range alltoallScenarios {
 		ratios := make([][]float64, len(names))
@@ -298,7 +299,7 @@ func runAlltoall(cfg SimConfig) (*SimResult, error) {
 			prog.Step(1)
 		}
 		for k, nm := range names {
-			s := Summarize(ratios[k])
+			s := bench.Summarize(ratios[k])
 			sens.Add(sc.figure, sc.name, sensN, nm, s.Mean, s.Max)
 			sensPeak[k] = max(sensPeak[k], s.Mean)
 		}
