@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/hetcomm/hetcomm/bench"
+	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
@@ -622,8 +623,8 @@ func synthMaster(ctx context.Context, o *synthOptions, local []string, peers [][
 		}
 		// The median, not the minimum: an emulated delay rides on Go's
 		// timers, whose precision depends on the load.
-		rtt := medianOf(small)
-		tb := medianOf(big)
+		rtt := collective.Median(small)
+		tb := collective.Median(big)
 		c := transport.RailCost{Latency: rtt / 2, Bandwidth: float64(256<<10) / math.Max(tb-rtt, 1e-9)}
 		res.Costs = append(res.Costs, c)
 		fmt.Fprintf(log, "# NIC %d (%s): T = %.1f us, B = %.2f MB/s\n", nic, synthRail(nic), 1e6*c.Latency, c.Bandwidth/1e6)
@@ -751,17 +752,6 @@ func synthMaster(ctx context.Context, o *synthOptions, local []string, peers [][
 }
 
 func synthRail(nic int) string { return [...]string{"slow", "fast"}[nic] }
-
-func medianOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
 
 // ---------------------------------------------------------------- modes
 
@@ -1035,16 +1025,16 @@ func (r *synthResult) report(o *synthOptions, w io.Writer) error {
 	}
 	for ti, t := range o.Types {
 		secs := r.Seconds[t.Name]
-		base := medianOf(secs["slow"])
+		base := collective.Median(secs["slow"])
 		pbase := r.Predicted[t.Name]["slow"]
 		if _, ok := secs["slow"]; !ok { // no slow rail run: normalise to the first option
-			base, pbase = medianOf(secs[o.Configs[0]]), r.Predicted[t.Name][o.Configs[0]]
+			base, pbase = collective.Median(secs[o.Configs[0]]), r.Predicted[t.Name][o.Configs[0]]
 		}
 		row := []any{t.Name}
 		fmt.Fprintf(w, "| %s |", t.Name)
 		best, bestV := "", math.Inf(1)
 		for ci, c := range o.Configs {
-			med := medianOf(secs[c])
+			med := collective.Median(secs[c])
 			norm := med / base
 			pred := r.Predicted[t.Name][c]
 			row = append(row, norm)
@@ -1064,7 +1054,7 @@ func (r *synthResult) report(o *synthOptions, w io.Writer) error {
 	for _, t := range o.Types {
 		fmt.Fprintf(w, "  %s:", t.Name)
 		for _, c := range o.Configs {
-			fmt.Fprintf(w, " %s %.3f", c, medianOf(r.Seconds[t.Name][c]))
+			fmt.Fprintf(w, " %s %.3f", c, collective.Median(r.Seconds[t.Name][c]))
 		}
 		fmt.Fprintln(w)
 	}
