@@ -52,9 +52,42 @@ func shapeLink(l transport.Link, s transport.ShapeConfig) (transport.Link, error
 // NIC) until a quit session arrives or ctx ends. ready receives the bound
 // addresses once it listens.
 func synthSlave(ctx context.Context, index int, listen []string, secret []byte, ready func([]string)) error {
+	rt := synthSlaveRouter()
+	cfg := synthConfig(synthSlave0+index, secret, rt.Alloc)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lns, bound, err := synthListen(listen, cfg)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(bound)
+	}
+	sv := &synthServer{ctx: ctx, quit: cancel, nics: len(listen), rt: rt, pending: map[int][]transport.Link{}}
+	var wg sync.WaitGroup
+	for _, ln := range lns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sv.accept(ln, &wg)
+		}()
+	}
+	<-ctx.Done()
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	sv.closeAll()
+	wg.Wait()
+	return nil
+}
+
+// synthSlaveRouter is a slave's rail router. It receives large eager
+// messages into one buffer per session (master rank), reused from message
+// to message: a session's messages are consumed one at a time.
+func synthSlaveRouter() *transport.RailRouter {
 	var bufMu sync.Mutex
-	bufs := map[uint32][]byte{} // per session (master rank): messages are consumed one at a time
-	rt := transport.NewRailRouter(func(h transport.Header) []byte {
+	bufs := map[uint32][]byte{} // per session (master rank)
+	return transport.NewRailRouter(func(h transport.Header) []byte {
 		if h.Type != transport.MsgEager || h.Len < 1024 {
 			return nil
 		}
@@ -67,9 +100,12 @@ func synthSlave(ctx context.Context, index int, listen []string, secret []byte, 
 		}
 		return b
 	})
-	cfg := synthConfig(synthSlave0+index, secret, rt.Alloc)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+}
+
+// synthListen listens on every address of listen with cfg and returns the
+// listeners and the addresses they are bound to. On an error it closes
+// the listeners it opened.
+func synthListen(listen []string, cfg transport.Config) ([]transport.Listener, []string, error) {
 	var lns []transport.Listener
 	var bound []string
 	for _, a := range listen {
@@ -78,121 +114,149 @@ func synthSlave(ctx context.Context, index int, listen []string, secret []byte, 
 			for _, l := range lns {
 				_ = l.Close()
 			}
-			return err
+			return nil, nil, err
 		}
 		lns = append(lns, ln)
 		bound = append(bound, ln.Addr().String())
 	}
-	if ready != nil {
-		ready(bound)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	pending := map[int][]transport.Link{}
-	var links []transport.Link // every session's link, closed at the end
-	track := func(l transport.Link) {
-		mu.Lock()
-		links = append(links, l)
-		mu.Unlock()
-	}
-	serve := func(l transport.Link) {
-		m, err := l.Recv(ctx)
+	return lns, bound, nil
+}
+
+// synthServer is a slave's side of the sessions: it reads each link's
+// setup, echoes on plain links at once and on rail sets once all their
+// links have arrived, and stops on a quit session.
+type synthServer struct {
+	ctx  context.Context
+	quit func() // ends ctx: the slave stops
+	nics int    // the slave's NICs (listen addresses)
+	rt   *transport.RailRouter
+
+	mu      sync.Mutex
+	pending map[int][]transport.Link // per session: the rail links that have arrived so far
+	links   []transport.Link         // every session's link or rail set, closed at the end
+}
+
+// accept serves every link ln accepts, each on a goroutine counted in wg,
+// until ln fails (it is closed when the slave stops).
+func (sv *synthServer) accept(ln transport.Listener, wg *sync.WaitGroup) {
+	for {
+		l, err := ln.Accept(sv.ctx)
 		if err != nil {
-			_ = l.Close()
 			return
 		}
-		var s synthSetup
-		if err := json.Unmarshal(m.Payload, &s); err != nil || s.Index >= len(s.NICs) || s.NICs[s.Index] >= len(listen) {
-			_ = l.Close()
-			return
-		}
-		var shape transport.ShapeConfig
-		if s.NICs[s.Index] < len(s.Shapes) {
-			shape = s.Shapes[s.NICs[s.Index]]
-		}
-		switch s.Mode {
-		case "quit":
-			_ = l.Close()
-			cancel()
-			return
-		case "raw":
-			sl, err := shapeLink(l, shape)
-			if err != nil {
-				_ = l.Close()
-				return
-			}
-			track(sl)
-			synthEcho(ctx, sl)
-			return
-		case "rails":
-		default:
-			_ = l.Close()
-			return
-		}
-		sl, err := shapeLink(l, shape)
-		if err != nil {
-			_ = l.Close()
-			return
-		}
-		mu.Lock()
-		ls := pending[s.Session]
-		if ls == nil {
-			ls = make([]transport.Link, len(s.NICs))
-			pending[s.Session] = ls
-		}
-		ls[s.Index] = sl
-		full := !slices.Contains(ls, nil)
-		if full {
-			delete(pending, s.Session)
-		}
-		mu.Unlock()
-		if !full {
-			return
-		}
-		policy, err := transport.ParseRailPolicy(s.Policy)
-		if err != nil {
-			closeLinks(ls)
-			return
-		}
-		rs, err := transport.NewRailSet(ls, transport.RailConfig{
-			RailModel: transport.RailModel{Costs: s.Costs, Policy: policy, MinChunk: s.Chunk, SplitAt: s.SplitAt},
-			Router:    rt, MaxMessage: 64 << 20})
-		if err != nil {
-			closeLinks(ls)
-			return
-		}
-		track(rs)
-		synthEcho(ctx, rs)
-	}
-	for _, ln := range lns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				l, err := ln.Accept(ctx)
-				if err != nil {
-					return
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					serve(l)
-				}()
-			}
+			sv.serve(l)
 		}()
 	}
-	<-ctx.Done()
-	for _, ln := range lns {
-		_ = ln.Close()
+}
+
+// serve reads the setup that opens l and serves its session until the
+// session or the slave ends.
+func (sv *synthServer) serve(l transport.Link) {
+	s, shape, ok := sv.readSetup(l)
+	if !ok {
+		_ = l.Close()
+		return
 	}
-	mu.Lock()
-	closeLinks(links)
-	for _, ls := range pending {
+	switch s.Mode {
+	case "quit":
+		_ = l.Close()
+		sv.quit()
+		return
+	case "raw", "rails":
+	default:
+		_ = l.Close()
+		return
+	}
+	sl, err := shapeLink(l, shape)
+	if err != nil {
+		_ = l.Close()
+		return
+	}
+	if s.Mode == "raw" {
+		sv.track(sl)
+		synthEcho(sv.ctx, sl)
+		return
+	}
+	if ls, full := sv.join(s, sl); full {
+		sv.serveRails(s, ls)
+	}
+}
+
+// readSetup reads the session setup, the first message on l, and returns
+// it with the shaping of l's NIC; false when it cannot be read or names
+// no NIC of this slave.
+func (sv *synthServer) readSetup(l transport.Link) (synthSetup, transport.ShapeConfig, bool) {
+	var s synthSetup
+	var shape transport.ShapeConfig
+	m, err := l.Recv(sv.ctx)
+	if err != nil {
+		return s, shape, false
+	}
+	if err := json.Unmarshal(m.Payload, &s); err != nil || s.Index >= len(s.NICs) || s.NICs[s.Index] >= sv.nics {
+		return s, shape, false
+	}
+	if s.NICs[s.Index] < len(s.Shapes) {
+		shape = s.Shapes[s.NICs[s.Index]]
+	}
+	return s, shape, true
+}
+
+// join adds l, link s.Index of a rail session, to the session's pending
+// links. Once every link of the session has arrived it returns them, no
+// longer pending, and true.
+func (sv *synthServer) join(s synthSetup, l transport.Link) ([]transport.Link, bool) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	ls := sv.pending[s.Session]
+	if ls == nil {
+		ls = make([]transport.Link, len(s.NICs))
+		sv.pending[s.Session] = ls
+	}
+	ls[s.Index] = l
+	if slices.Contains(ls, nil) {
+		return nil, false
+	}
+	delete(sv.pending, s.Session)
+	return ls, true
+}
+
+// serveRails joins a session's links into the rail set its setup s
+// describes and echoes on it.
+func (sv *synthServer) serveRails(s synthSetup, ls []transport.Link) {
+	policy, err := transport.ParseRailPolicy(s.Policy)
+	if err != nil {
+		closeLinks(ls)
+		return
+	}
+	rs, err := transport.NewRailSet(ls, transport.RailConfig{
+		RailModel: transport.RailModel{Costs: s.Costs, Policy: policy, MinChunk: s.Chunk, SplitAt: s.SplitAt},
+		Router:    sv.rt, MaxMessage: 64 << 20})
+	if err != nil {
+		closeLinks(ls)
+		return
+	}
+	sv.track(rs)
+	synthEcho(sv.ctx, rs)
+}
+
+// track records a session's link, to be closed when the slave stops.
+func (sv *synthServer) track(l transport.Link) {
+	sv.mu.Lock()
+	sv.links = append(sv.links, l)
+	sv.mu.Unlock()
+}
+
+// closeAll closes every session's link and the pending rail links.
+func (sv *synthServer) closeAll() {
+	sv.mu.Lock()
+	closeLinks(sv.links)
+	for _, ls := range sv.pending {
 		closeLinks(ls)
 	}
-	mu.Unlock()
-	wg.Wait()
-	return nil
+	sv.mu.Unlock()
 }
 
 // closeLinks closes every link of ls that is set.
