@@ -320,16 +320,7 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 	me, n := c.Rank(), c.Size()
-	// HETBENCH_CPUPROFILE=PREFIX writes each rank's CPU profile to
-	// PREFIX.RANK, for finding where a live run spends its time.
-	if prefix := os.Getenv("HETBENCH_CPUPROFILE"); prefix != "" {
-		if f, err := os.Create(fmt.Sprintf("%s.%d", prefix, me)); err == nil {
-			if pprof.StartCPUProfile(f) == nil {
-				defer f.Close()
-				defer pprof.StopCPUProfile()
-			}
-		}
-	}
+	defer startCPUProfile(me)()
 	var recs []LiveRecord
 	if me == 0 {
 		fmt.Fprintf(stdout, "# hetcomm %s, pattern %s, %d ranks, transport %s, %d iterations (+%d warm-up)\n", lf.collective, lf.pattern, n, *tname, lf.iters, lf.warmup)
@@ -358,63 +349,23 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "hetbench live:", err)
 				return bench.ExitError
 			}
-			var times []float64
-			for it := 0; it < lf.warmup+lf.iters; it++ {
-				if err := c.Barrier(ctx); err != nil {
-					fmt.Fprintln(stderr, "hetbench live:", err)
-					return bench.ExitError
-				}
-				t0 := time.Now()
-				if err := run(ctx); err != nil {
-					fmt.Fprintf(stderr, "hetbench live: rank %d: %s %s %d: %v\n", me, lf.collective, algo, size, err)
-					return bench.ExitError
-				}
-				dt := time.Since(t0).Seconds()
-				slowest, err := comm.Allreduce(ctx, c, []float64{dt}, comm.Max)
-				if err != nil {
-					fmt.Fprintln(stderr, "hetbench live:", err)
-					return bench.ExitError
-				}
-				if it >= lf.warmup {
-					times = append(times, slowest[0])
-				}
+			times, err := timeLiveOp(ctx, c, lf, run, size, algo)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return bench.ExitError
 			}
 			if *timelineDir != "" && lf.collective == "alltoallv" && algo != comm.Naive {
-				pred, meas, err := c.Timeline(ctx)
-				if err != nil {
+				if err := liveTimeline(ctx, c, *timelineDir, fmt.Sprintf("alltoallv-%s-%d-%s", lf.pattern, size, algo)); err != nil {
 					fmt.Fprintln(stderr, "hetbench live: timeline:", err)
 					return bench.ExitError
-				}
-				if me == 0 {
-					if err := writeTimeline(*timelineDir, fmt.Sprintf("alltoallv-%s-%d-%s", lf.pattern, size, algo), pred, meas); err != nil {
-						fmt.Fprintln(stderr, "hetbench live: timeline:", err)
-						return bench.ExitError
-					}
 				}
 			}
 			if me != 0 {
 				continue
 			}
-			st := bench.Summarize(times)
 			r := LiveRecord{System: "hetcomm", Collective: lf.collective, Algorithm: string(algo), Pattern: lf.pattern, Transport: *tname,
-				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, AvgS: st.Mean, MedianS: st.Median, MinS: st.Min, MaxS: st.Max, P99S: st.P99,
-				LowerBound: lb, Predicted: pred, NICBound: nicb}
-			name := string(algo)
-			if algo == collective.Auto && lf.collective == "alltoallv" {
-				r.Chosen = string(c.LastAlgorithm())
-				name += "=" + r.Chosen
-			}
-			if lf.collective == "redistribute" {
-				s, rc, _ := liveGroups(c, lf.groups)
-				r.Groups = [][]int{s, rc}
-			}
-			recs = append(recs, r)
-			ratioS := "-"
-			if lb > 0 {
-				ratioS = fmt.Sprintf("%.3f", st.Median/lb)
-			}
-			fmt.Fprintf(stdout, "  %-10d %-12s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %8s\n", size, name,
-				st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, lb*1e6, nicb*1e6, pred*1e6, ratioS)
+				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, LowerBound: lb, Predicted: pred, NICBound: nicb}
+			recs = append(recs, reportLive(stdout, c, lf, r, times))
 		}
 	}
 	if me == 0 && *records != "" {
@@ -425,6 +376,93 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return bench.ExitOK
+}
+
+// startCPUProfile starts this rank's CPU profile when
+// HETBENCH_CPUPROFILE=PREFIX is set (the file PREFIX.RANK), for finding
+// where a live run spends its time. It returns the function that stops
+// the profile (a no-op when none was started).
+func startCPUProfile(rank int) (stop func()) {
+	prefix := os.Getenv("HETBENCH_CPUPROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", prefix, rank))
+	if err != nil {
+		return func() {}
+	}
+	if pprof.StartCPUProfile(f) != nil {
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+// timeLiveOp runs one collective lf.warmup times untimed, then lf.iters
+// times timed, with a barrier before each run. It returns each timed
+// run's time on the slowest rank, in seconds. Its errors read as the
+// command's messages.
+func timeLiveOp(ctx context.Context, c *comm.Comm, lf liveFlags, run func(context.Context) error, size int64, algo collective.Algorithm) ([]float64, error) {
+	var times []float64
+	for it := 0; it < lf.warmup+lf.iters; it++ {
+		if err := c.Barrier(ctx); err != nil {
+			return nil, fmt.Errorf("hetbench live: %w", err)
+		}
+		t0 := time.Now()
+		if err := run(ctx); err != nil {
+			return nil, fmt.Errorf("hetbench live: rank %d: %s %s %d: %w", c.Rank(), lf.collective, algo, size, err)
+		}
+		dt := time.Since(t0).Seconds()
+		slowest, err := comm.Allreduce(ctx, c, []float64{dt}, comm.Max)
+		if err != nil {
+			return nil, fmt.Errorf("hetbench live: %w", err)
+		}
+		if it >= lf.warmup {
+			times = append(times, slowest[0])
+		}
+	}
+	return times, nil
+}
+
+// liveTimeline gathers the predicted and measured timelines of the last
+// collective and, on rank 0, writes them into dir as NAME.json and
+// NAME.png (writeTimeline).
+func liveTimeline(ctx context.Context, c *comm.Comm, dir, name string) error {
+	pred, meas, err := c.Timeline(ctx)
+	if err != nil {
+		return err
+	}
+	if c.Rank() != 0 {
+		return nil
+	}
+	return writeTimeline(dir, name, pred, meas)
+}
+
+// reportLive completes rank 0's record r of one size and algorithm with
+// the statistics of times (and, for an Alltoallv, what Auto chose; for a
+// redistribution, the groups) and prints its row of the OSU-style table.
+func reportLive(w io.Writer, c *comm.Comm, lf liveFlags, r LiveRecord, times []float64) LiveRecord {
+	st := bench.Summarize(times)
+	r.AvgS, r.MedianS, r.MinS, r.MaxS, r.P99S = st.Mean, st.Median, st.Min, st.Max, st.P99
+	algo := collective.Algorithm(r.Algorithm)
+	name := r.Algorithm
+	if algo == collective.Auto && lf.collective == "alltoallv" {
+		r.Chosen = string(c.LastAlgorithm())
+		name += "=" + r.Chosen
+	}
+	if lf.collective == "redistribute" {
+		s, rc, _ := liveGroups(c, lf.groups)
+		r.Groups = [][]int{s, rc}
+	}
+	ratioS := "-"
+	if r.LowerBound > 0 {
+		ratioS = fmt.Sprintf("%.3f", st.Median/r.LowerBound)
+	}
+	fmt.Fprintf(w, "  %-10d %-12s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %8s\n", r.Bytes, name,
+		st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, r.LowerBound*1e6, r.NICBound*1e6, r.Predicted*1e6, ratioS)
+	return r
 }
 
 // liveOp prepares one collective and returns the function that runs it
