@@ -5,7 +5,7 @@
  *
  * usage: mpirun -n N alltoallv PATTERN MAXBYTES SEED ITERS WARMUP
  *
- * PATTERN is an Alltoallv pattern of bench/patterns.go (uniform, random,
+ * PATTERN is an Alltoallv pattern of bench/live/patterns.go (uniform, random,
  * servers, sparse), whose sizes come from the same splitmix64 generator,
  * or @FILE, a pattern written by hetbench:
  *   "matrix N" and N rows of N byte counts: one MPI_Alltoallv (the

@@ -8,24 +8,26 @@ import (
 	"os"
 
 	"github.com/hetcomm/hetcomm/bench"
+	"github.com/hetcomm/hetcomm/bench/live"
+	"github.com/hetcomm/hetcomm/bench/sim"
 )
 
 var commands = []struct {
 	name, help string
 	run        func(args []string, stdout, stderr io.Writer) int
 }{
-	{"plan", "plan one collective from a problem JSON file", bench.PlanCommand},
-	{"sim", "reproduce a paper's simulation study", bench.SimCommand},
-	{"live", "run collectives on live ranks (and the system's MPI) and report timings", bench.LiveCommand},
-	{"probe", "measure every link of N ranks and print (or write) the cost model", bench.ProbeCommand},
-	{"synthetic", "the multi-network paper's synthetic benchmark over each rail, mux, agg and muxagg", bench.SyntheticCommand},
+	{"plan", "plan one collective from a problem JSON file", sim.PlanCommand},
+	{"sim", "reproduce a paper's simulation study", sim.SimCommand},
+	{"live", "run collectives on live ranks (and the system's MPI) and report timings", live.LiveCommand},
+	{"probe", "measure every link of N ranks and print (or write) the cost model", live.ProbeCommand},
+	{"synthetic", "the multi-network paper's synthetic benchmark over each rail, mux, agg and muxagg", live.SyntheticCommand},
 }
 
 // hidden commands, started by other commands.
 var hidden = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"live-rank":      bench.LiveRankCommand,
-	"probe-rank":     bench.ProbeRankCommand,
-	"synthetic-rank": bench.SyntheticRankCommand,
+	"live-rank":      live.LiveRankCommand,
+	"probe-rank":     live.ProbeRankCommand,
+	"synthetic-rank": live.SyntheticRankCommand,
 }
 
 func usage(w io.Writer) {

@@ -1,4 +1,4 @@
-package bench
+package sim
 
 import (
 	"encoding/json"
@@ -8,14 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/collective"
-)
-
-// Exit statuses of the hetbench commands.
-const (
-	ExitOK    = 0
-	ExitError = 1 // the command failed (I/O, an internal error)
-	ExitUsage = 2 // bad flags or bad input
 )
 
 // PlanCommand implements `hetbench plan`. It returns the exit status.
@@ -42,7 +36,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, "plan", args, false, stderr); !ok {
+	if code, ok := bench.ParseFlags(fs, "plan", args, false, stderr); !ok {
 		return code
 	}
 	var r io.Reader = os.Stdin
@@ -50,7 +44,7 @@ Flags:
 		f, err := os.Open(*in)
 		if err != nil {
 			fmt.Fprintf(stderr, "hetbench plan: %v\n", err)
-			return ExitUsage
+			return bench.ExitUsage
 		}
 		defer f.Close()
 		r = f
@@ -58,18 +52,18 @@ Flags:
 	pr, err := collective.DecodeProblem(r)
 	if err != nil {
 		fmt.Fprintf(stderr, "hetbench plan: %s: %v\n", *in, err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	opt := collective.Options{Seed: *seed}
 	if *algo == "all" {
 		t, best, err := CompareAll(pr, opt)
 		if err != nil {
 			fmt.Fprintf(stderr, "hetbench plan: %v\n", err)
-			return ExitError
+			return bench.ExitError
 		}
 		fmt.Fprintf(stdout, "# %s, %d ranks: every planner (predicted completion, lower bound, ratio, planning time)\n", pr.Kind, planRanks(pr))
 		if err := t.WriteMarkdown(stdout); err != nil {
-			return ExitError
+			return bench.ExitError
 		}
 		return writePlan(*out, best, stdout, stderr)
 	}
@@ -80,16 +74,16 @@ Flags:
 		} else {
 			fmt.Fprintf(stderr, "hetbench plan: algorithm %q plans %s problems, this one is %s\n", a, k, pr.Kind)
 		}
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	plan, err := collective.Solve(pr, a, opt)
 	if err != nil {
 		fmt.Fprintf(stderr, "hetbench plan: %v\n", err)
-		return ExitError
+		return bench.ExitError
 	}
 	if err := collective.ValidatePlan(pr, plan); err != nil {
 		fmt.Fprintf(stderr, "hetbench plan: internal error: %s produced an invalid plan: %v\n", plan.Algorithm, err)
-		return ExitError
+		return bench.ExitError
 	}
 	fmt.Fprintf(stdout, "algorithm %s: predicted completion %.6g s, lower bound %.6g s, ratio %.4f\n",
 		plan.Algorithm, plan.Predicted, plan.LowerBound, ratio(plan.Predicted, plan.LowerBound))
@@ -115,8 +109,8 @@ func ratio(a, b float64) float64 {
 
 // CompareAll plans pr with every planner of its kind and returns the
 // comparison table and the best plan.
-func CompareAll(pr *collective.Problem, opt collective.Options) (*Table, *collective.Plan, error) {
-	t := &Table{Name: "plan", Columns: []string{"algorithm", "predicted_s", "lower_bound_s", "ratio", "plan_ms"}}
+func CompareAll(pr *collective.Problem, opt collective.Options) (*bench.Table, *collective.Plan, error) {
+	t := &bench.Table{Name: "plan", Columns: []string{"algorithm", "predicted_s", "lower_bound_s", "ratio", "plan_ms"}}
 	var best *collective.Plan
 	for _, a := range collective.Algorithms(pr.Kind) {
 		start := time.Now()
@@ -138,12 +132,12 @@ func CompareAll(pr *collective.Problem, opt collective.Options) (*Table, *collec
 
 func writePlan(path string, p *collective.Plan, stdout, stderr io.Writer) int {
 	if path == "" {
-		return ExitOK
+		return bench.ExitOK
 	}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		fmt.Fprintf(stderr, "hetbench plan: %v\n", err)
-		return ExitError
+		return bench.ExitError
 	}
 	b = append(b, '\n')
 	if path == "-" {
@@ -153,7 +147,7 @@ func writePlan(path string, p *collective.Plan, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "hetbench plan: %v\n", err)
-		return ExitError
+		return bench.ExitError
 	}
-	return ExitOK
+	return bench.ExitOK
 }

@@ -1,10 +1,12 @@
-package bench
+package sim
 
 import (
 	"fmt"
 	"io"
 	"sort"
 	"time"
+
+	"github.com/hetcomm/hetcomm/bench"
 )
 
 // SimConfig parameterises a simulation experiment (`hetbench sim`).
@@ -24,8 +26,8 @@ type SimConfig struct {
 
 // SimResult is what an experiment produced.
 type SimResult struct {
-	Tables []*Table
-	Plots  map[string]*LinePlot // file name (without directory) -> plot
+	Tables []*bench.Table
+	Plots  map[string]*bench.LinePlot // file name (without directory) -> plot
 	// Summary is a short human-readable conclusion, printed at the end.
 	Summary string
 }

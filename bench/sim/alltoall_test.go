@@ -1,4 +1,4 @@
-package bench
+package sim
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/stretchr/testify/require"
 )
@@ -66,7 +67,7 @@ func runSimCommand(t *testing.T, exp string, trials int, files ...string) (stdou
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	code := SimCommand([]string{"-quick", "-trials", strconv.Itoa(trials), "-out", dir, exp}, &out, &errb)
-	require.Equal(t, ExitOK, code, errb.String())
+	require.Equal(t, bench.ExitOK, code, errb.String())
 	for _, f := range files {
 		st, err := os.Stat(filepath.Join(dir, exp, f))
 		require.NoError(t, err)

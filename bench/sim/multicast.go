@@ -1,4 +1,4 @@
-package bench
+package sim
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/collective"
 )
 
@@ -252,31 +253,37 @@ func mcRunTrial(pt mcPoint, mcNodes int, seed uint64, algos []collective.Algorit
 	return tr
 }
 
+// mcXName is what a pattern family's x is.
+var mcXName = map[string]string{"alltoall": "nodes", "multicast": "sources"}
+
+// mcKey is a row of a planning-time table: a pattern family and its x.
+type mcKey struct {
+	pat string
+	x   int
+}
+
+// mcReport turns the trials into the study's tables (completion, ratio and
+// planning time per pattern family), its plots and its summary.
 func mcReport(points []mcPoint, results [][]mcTrial, algos []collective.Algorithm, mcNodes, trials int) *SimResult {
-	res := &SimResult{Plots: map[string]*LinePlot{}}
+	res := &SimResult{Plots: map[string]*bench.LinePlot{}}
 	names := make([]string, len(algos))
 	for a, algo := range algos {
 		names[a] = string(algo)
 	}
-	completion := map[string]*Table{}
-	ratios := map[string]*Table{}
-	planTime := map[string]*Table{}
-	xName := map[string]string{"alltoall": "nodes", "multicast": "sources"}
+	completion := map[string]*bench.Table{}
+	ratios := map[string]*bench.Table{}
+	planTime := map[string]*bench.Table{}
 	for _, pat := range []string{"alltoall", "multicast"} {
-		cols := append([]string{"network", "size", xName[pat], "lower_bound_ms"}, mcSuffix(names, "_ms")...)
-		completion[pat] = &Table{Name: pat + "_completion", Columns: cols}
-		ratios[pat] = &Table{Name: pat + "_ratio", Columns: append([]string{"network", "size", xName[pat]}, names...)}
-		planTime[pat] = &Table{Name: pat + "_plan_time", Columns: append([]string{xName[pat], "tasks"}, mcSuffix(names, "_us")...)}
+		cols := append([]string{"network", "size", mcXName[pat], "lower_bound_ms"}, mcSuffix(names, "_ms")...)
+		completion[pat] = &bench.Table{Name: pat + "_completion", Columns: cols}
+		ratios[pat] = &bench.Table{Name: pat + "_ratio", Columns: append([]string{"network", "size", mcXName[pat]}, names...)}
+		planTime[pat] = &bench.Table{Name: pat + "_plan_time", Columns: append([]string{mcXName[pat], "tasks"}, mcSuffix(names, "_us")...)}
 	}
 	// Planning times pooled over networks and sizes, per x (as in Tables
 	// 1 and 2): medians, in microseconds.
-	type key struct {
-		pat string
-		x   int
-	}
-	pooled := map[key][][]float64{}
-	tasks := map[key][]float64{}
-	series := map[string]*LinePlot{} // completion and ratio plots
+	pooled := map[mcKey][][]float64{}
+	tasks := map[mcKey][]float64{}
+	series := map[string]*bench.LinePlot{} // completion and ratio plots
 	for p, pt := range points {
 		rs := results[p]
 		lb := 0.0
@@ -286,7 +293,7 @@ func mcReport(points []mcPoint, results [][]mcTrial, algos []collective.Algorith
 		lb /= float64(len(rs))
 		crow := []any{pt.network, pt.size, pt.x, lb * 1e3}
 		rrow := []any{pt.network, pt.size, pt.x}
-		k := key{pt.pattern, pt.x}
+		k := mcKey{pt.pattern, pt.x}
 		if pooled[k] == nil {
 			pooled[k] = make([][]float64, len(algos))
 		}
@@ -305,72 +312,89 @@ func mcReport(points []mcPoint, results [][]mcTrial, algos []collective.Algorith
 		for _, r := range rs {
 			tasks[k] = append(tasks[k], float64(r.tasks))
 		}
-
-		// Plots: one per setting and family (non-preemptive, preemptive),
-		// completion for both patterns, competitive ratio for multicast.
-		for half, lo := range []int{0, 6} {
-			hi := []int{6, len(algos)}[half]
-			kind := []string{"nonpreemptive", "preemptive"}[half]
-			for _, what := range []string{"completion", "ratio"} {
-				if what == "ratio" && pt.pattern != "multicast" {
-					continue
-				}
-				file := fmt.Sprintf("%s_%s_%s_%s_%s.png", pt.pattern, what, pt.network, pt.size, kind)
-				lp := series[file]
-				if lp == nil {
-					ylabel := "completion time (ms)"
-					if what == "ratio" {
-						ylabel = "competitive ratio (completion / lower bound)"
-					}
-					lp = &LinePlot{Title: fmt.Sprintf("%s, %s network, %s messages: %s planners", pt.pattern, pt.network, pt.size, kind),
-						XLabel: xName[pt.pattern], YLabel: ylabel}
-					for a := lo; a < hi; a++ {
-						lp.Series = append(lp.Series, Series{Name: names[a]})
-					}
-					if what == "completion" {
-						lp.Series = append(lp.Series, Series{Name: "lower bound"})
-					}
-					series[file] = lp
-				}
-				for a := lo; a < hi; a++ {
-					s := &lp.Series[a-lo]
-					s.X = append(s.X, float64(pt.x))
-					if what == "completion" {
-						s.Y = append(s.Y, crow[4+a].(float64))
-					} else {
-						s.Y = append(s.Y, rrow[3+a].(float64))
-					}
-				}
-				if what == "completion" {
-					s := &lp.Series[len(lp.Series)-1]
-					s.X, s.Y = append(s.X, float64(pt.x)), append(s.Y, lb*1e3)
-				}
-			}
-		}
+		mcPlotPoint(series, pt, names, crow, rrow, lb)
 	}
 	for _, pat := range []string{"alltoall", "multicast"} {
-		var xs []int
-		for k := range pooled {
-			if k.pat == pat {
-				xs = append(xs, k.x)
-			}
-		}
-		sort.Ints(xs)
-		for _, x := range xs {
-			k := key{pat, x}
-			row := []any{x, Summarize(tasks[k]).Mean}
-			for a := range algos {
-				row = append(row, Summarize(pooled[k][a]).Median)
-			}
-			planTime[pat].Add(row...)
-		}
+		mcPlanTimeRows(planTime[pat], pat, pooled, tasks)
 	}
-	res.Tables = []*Table{completion["alltoall"], ratios["alltoall"], planTime["alltoall"],
+	res.Tables = []*bench.Table{completion["alltoall"], ratios["alltoall"], planTime["alltoall"],
 		completion["multicast"], ratios["multicast"], planTime["multicast"]}
 	res.Plots = series
+	res.Summary = mcSummary(algos, ratios, mcNodes, trials)
+	return res
+}
 
-	// The paper's headline: WRP within 2.5 times the lower bound on 64
-	// nodes (all-to-all at 64 nodes, multicast with 64 sources on 64).
+// mcPlotPoint adds point pt to its plots (created on first use in
+// series, by file name): one per setting and planner family
+// (non-preemptive, preemptive), completion for both patterns (crow, with
+// the lower bound lb), competitive ratio for multicast (rrow).
+func mcPlotPoint(series map[string]*bench.LinePlot, pt mcPoint, names []string, crow, rrow []any, lb float64) {
+	for half, lo := range []int{0, 6} {
+		hi := []int{6, len(names)}[half]
+		kind := []string{"nonpreemptive", "preemptive"}[half]
+		for _, what := range []string{"completion", "ratio"} {
+			if what == "ratio" && pt.pattern != "multicast" {
+				continue
+			}
+			file := fmt.Sprintf("%s_%s_%s_%s_%s.png", pt.pattern, what, pt.network, pt.size, kind)
+			lp := series[file]
+			if lp == nil {
+				ylabel := "completion time (ms)"
+				if what == "ratio" {
+					ylabel = "competitive ratio (completion / lower bound)"
+				}
+				lp = &bench.LinePlot{Title: fmt.Sprintf("%s, %s network, %s messages: %s planners", pt.pattern, pt.network, pt.size, kind),
+					XLabel: mcXName[pt.pattern], YLabel: ylabel}
+				for a := lo; a < hi; a++ {
+					lp.Series = append(lp.Series, bench.Series{Name: names[a]})
+				}
+				if what == "completion" {
+					lp.Series = append(lp.Series, bench.Series{Name: "lower bound"})
+				}
+				series[file] = lp
+			}
+			for a := lo; a < hi; a++ {
+				s := &lp.Series[a-lo]
+				s.X = append(s.X, float64(pt.x))
+				if what == "completion" {
+					s.Y = append(s.Y, crow[4+a].(float64))
+				} else {
+					s.Y = append(s.Y, rrow[3+a].(float64))
+				}
+			}
+			if what == "completion" {
+				s := &lp.Series[len(lp.Series)-1]
+				s.X, s.Y = append(s.X, float64(pt.x)), append(s.Y, lb*1e3)
+			}
+		}
+	}
+}
+
+// mcPlanTimeRows fills pattern family pat's planning-time table t, one row
+// per x in increasing order: the mean number of tasks and each planner's
+// median planning time, pooled over networks and sizes.
+func mcPlanTimeRows(t *bench.Table, pat string, pooled map[mcKey][][]float64, tasks map[mcKey][]float64) {
+	var xs []int
+	for k := range pooled {
+		if k.pat == pat {
+			xs = append(xs, k.x)
+		}
+	}
+	sort.Ints(xs)
+	for _, x := range xs {
+		k := mcKey{pat, x}
+		row := []any{x, bench.Summarize(tasks[k]).Mean}
+		for a := range pooled[k] {
+			row = append(row, bench.Summarize(pooled[k][a]).Median)
+		}
+		t.Add(row...)
+	}
+}
+
+// mcSummary checks the paper's headline: WRP within 2.5 times the lower
+// bound on 64 nodes (all-to-all at 64 nodes, multicast with 64 sources on
+// 64).
+func mcSummary(algos []collective.Algorithm, ratios map[string]*bench.Table, mcNodes, trials int) string {
 	wrp := -1
 	for a, algo := range algos {
 		if algo == collective.WRP {
@@ -398,8 +422,7 @@ func mcReport(points []mcPoint, results [][]mcTrial, algos []collective.Algorith
 		verdict = "NOT within"
 	}
 	fmt.Fprintf(&b, "worst %.3f: %s 2.5 times the lower bound (the paper's finding).", worst, verdict)
-	res.Summary = b.String()
-	return res
+	return b.String()
 }
 
 func mcSuffix(names []string, s string) []string {

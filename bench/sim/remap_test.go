@@ -1,10 +1,12 @@
-package bench
+package sim
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/bench"
 )
 
 func TestSimRemapQuick(t *testing.T) {
@@ -13,7 +15,7 @@ func TestSimRemapQuick(t *testing.T) {
 	cfg := SimConfig{Seed: 5, Quick: true}
 	res, err := e.Run(cfg)
 	require.NoError(t, err)
-	names := map[string]*Table{}
+	names := map[string]*bench.Table{}
 	for _, tab := range res.Tables {
 		names[tab.Name] = tab
 	}

@@ -1,4 +1,4 @@
-package bench
+package sim
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/bench"
 )
 
 func TestSimMulticastQuick(t *testing.T) {
@@ -19,7 +21,7 @@ func TestSimMulticastQuick(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, progress.String(), "multicast: ")
 
-	names := map[string]*Table{}
+	names := map[string]*bench.Table{}
 	for _, tb := range res.Tables {
 		names[tb.Name] = tb
 	}
@@ -63,7 +65,7 @@ func TestSimMulticastQuick(t *testing.T) {
 	require.Len(t, res.Plots, 3*2*2+3*3*2*2)
 	keep := []string{"multicast_completion_mixed_hybrid_preemptive.png", "alltoall_completion_slow_large_nonpreemptive.png", "multicast_ratio_fast_small_nonpreemptive.png"}
 	plots := res.Plots
-	res.Plots = map[string]*LinePlot{}
+	res.Plots = map[string]*bench.LinePlot{}
 	for _, f := range keep {
 		require.Contains(t, plots, f)
 		res.Plots[f] = plots[f]

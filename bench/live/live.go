@@ -1,21 +1,19 @@
-package bench
+package live
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
@@ -188,26 +186,26 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, "live", args, false, stderr); !ok {
+	if code, ok := bench.ParseFlags(fs, "live", args, false, stderr); !ok {
 		return code
 	}
 	if _, err := lf.sizes(); err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	if _, err := lf.algorithms(); err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	n, transport, hosts, rsh := lc.n, lc.transport, lc.hosts, lc.rsh
 	if *n < 1 {
 		fmt.Fprintln(stderr, "hetbench live: -n must be at least 1")
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	tmp, err := os.MkdirTemp("", "hetbench-live-")
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	defer os.RemoveAll(tmp)
 	recFile := filepath.Join(tmp, "records.json")
@@ -231,26 +229,26 @@ Flags:
 	defer stop()
 	if err := lc.launch(ctx, env, rankArgs, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	recs, err := readRecords(recFile)
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	if *peer != "" {
 		if *peer != "mpi" {
 			fmt.Fprintf(stderr, "hetbench live: unknown -peer %q (want mpi)\n", *peer)
-			return ExitUsage
+			return bench.ExitUsage
 		}
 		if lf.collective != "alltoallv" && lf.collective != "multicast" && lf.collective != "redistribute" {
 			fmt.Fprintln(stderr, "hetbench live: -peer mpi supports -collective alltoallv, multicast and redistribute")
-			return ExitUsage
+			return bench.ExitUsage
 		}
 		prec, err := runMPIPeer(ctx, lf, *n, *hosts, *rsh, *peerIf, recs, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "hetbench live: mpi peer:", err)
-			return ExitError
+			return bench.ExitError
 		}
 		recs = append(recs, prec...)
 		printRatios(stdout, recs)
@@ -259,10 +257,10 @@ Flags:
 		b, _ := json.MarshalIndent(recs, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
 			fmt.Fprintln(stderr, "hetbench live:", err)
-			return ExitError
+			return bench.ExitError
 		}
 	}
-	return ExitOK
+	return bench.ExitOK
 }
 
 // launchSelf starts n ranks of this executable with args, locally or on
@@ -300,36 +298,27 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 	timelineDir := fs.String("timeline", "", "where rank 0 writes timing diagrams")
 	tname := fs.String("transport-name", "", "transport name for the records")
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	sizes, err := lf.sizes()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	algos, err := lf.algorithms()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	ctx := context.Background()
 	c, err := comm.Init(ctx, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench live:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	defer c.Close()
 	me, n := c.Rank(), c.Size()
-	// HETBENCH_CPUPROFILE=PREFIX writes each rank's CPU profile to
-	// PREFIX.RANK, for finding where a live run spends its time.
-	if prefix := os.Getenv("HETBENCH_CPUPROFILE"); prefix != "" {
-		if f, err := os.Create(fmt.Sprintf("%s.%d", prefix, me)); err == nil {
-			if pprof.StartCPUProfile(f) == nil {
-				defer f.Close()
-				defer pprof.StopCPUProfile()
-			}
-		}
-	}
+	defer startCPUProfile(me)()
 	var recs []LiveRecord
 	if me == 0 {
 		fmt.Fprintf(stdout, "# hetcomm %s, pattern %s, %d ranks, transport %s, %d iterations (+%d warm-up)\n", lf.collective, lf.pattern, n, *tname, lf.iters, lf.warmup)
@@ -340,7 +329,7 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 		if lf.collective == "alltoallv" {
 			if sz, err = PatternSizes(lf.pattern, n, size, lf.seed); err != nil {
 				fmt.Fprintln(stderr, err)
-				return ExitUsage
+				return bench.ExitUsage
 			}
 		}
 		var total int64
@@ -356,75 +345,122 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 			}
 			if err != nil {
 				fmt.Fprintln(stderr, "hetbench live:", err)
-				return ExitError
+				return bench.ExitError
 			}
-			var times []float64
-			for it := 0; it < lf.warmup+lf.iters; it++ {
-				if err := c.Barrier(ctx); err != nil {
-					fmt.Fprintln(stderr, "hetbench live:", err)
-					return ExitError
-				}
-				t0 := time.Now()
-				if err := run(ctx); err != nil {
-					fmt.Fprintf(stderr, "hetbench live: rank %d: %s %s %d: %v\n", me, lf.collective, algo, size, err)
-					return ExitError
-				}
-				dt := time.Since(t0).Seconds()
-				slowest, err := comm.Allreduce(ctx, c, []float64{dt}, comm.Max)
-				if err != nil {
-					fmt.Fprintln(stderr, "hetbench live:", err)
-					return ExitError
-				}
-				if it >= lf.warmup {
-					times = append(times, slowest[0])
-				}
+			times, err := timeLiveOp(ctx, c, lf, run, size, algo)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return bench.ExitError
 			}
 			if *timelineDir != "" && lf.collective == "alltoallv" && algo != comm.Naive {
-				pred, meas, err := c.Timeline(ctx)
-				if err != nil {
+				if err := liveTimeline(ctx, c, *timelineDir, fmt.Sprintf("alltoallv-%s-%d-%s", lf.pattern, size, algo)); err != nil {
 					fmt.Fprintln(stderr, "hetbench live: timeline:", err)
-					return ExitError
-				}
-				if me == 0 {
-					if err := writeTimeline(*timelineDir, fmt.Sprintf("alltoallv-%s-%d-%s", lf.pattern, size, algo), pred, meas); err != nil {
-						fmt.Fprintln(stderr, "hetbench live: timeline:", err)
-						return ExitError
-					}
+					return bench.ExitError
 				}
 			}
 			if me != 0 {
 				continue
 			}
-			st := Summarize(times)
 			r := LiveRecord{System: "hetcomm", Collective: lf.collective, Algorithm: string(algo), Pattern: lf.pattern, Transport: *tname,
-				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, AvgS: st.Mean, MedianS: st.Median, MinS: st.Min, MaxS: st.Max, P99S: st.P99,
-				LowerBound: lb, Predicted: pred, NICBound: nicb}
-			name := string(algo)
-			if algo == collective.Auto && lf.collective == "alltoallv" {
-				r.Chosen = string(c.LastAlgorithm())
-				name += "=" + r.Chosen
-			}
-			if lf.collective == "redistribute" {
-				s, rc, _ := liveGroups(c, lf.groups)
-				r.Groups = [][]int{s, rc}
-			}
-			recs = append(recs, r)
-			ratioS := "-"
-			if lb > 0 {
-				ratioS = fmt.Sprintf("%.3f", st.Median/lb)
-			}
-			fmt.Fprintf(stdout, "  %-10d %-12s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %8s\n", size, name,
-				st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, lb*1e6, nicb*1e6, pred*1e6, ratioS)
+				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, LowerBound: lb, Predicted: pred, NICBound: nicb}
+			recs = append(recs, reportLive(stdout, c, lf, r, times))
 		}
 	}
 	if me == 0 && *records != "" {
 		b, _ := json.Marshal(recs)
 		if err := os.WriteFile(*records, b, 0o644); err != nil {
 			fmt.Fprintln(stderr, "hetbench live:", err)
-			return ExitError
+			return bench.ExitError
 		}
 	}
-	return ExitOK
+	return bench.ExitOK
+}
+
+// startCPUProfile starts this rank's CPU profile when
+// HETBENCH_CPUPROFILE=PREFIX is set (the file PREFIX.RANK), for finding
+// where a live run spends its time. It returns the function that stops
+// the profile (a no-op when none was started).
+func startCPUProfile(rank int) (stop func()) {
+	prefix := os.Getenv("HETBENCH_CPUPROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", prefix, rank))
+	if err != nil {
+		return func() {}
+	}
+	if pprof.StartCPUProfile(f) != nil {
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+// timeLiveOp runs one collective lf.warmup times untimed, then lf.iters
+// times timed, with a barrier before each run. It returns each timed
+// run's time on the slowest rank, in seconds. Its errors read as the
+// command's messages.
+func timeLiveOp(ctx context.Context, c *comm.Comm, lf liveFlags, run func(context.Context) error, size int64, algo collective.Algorithm) ([]float64, error) {
+	var times []float64
+	for it := 0; it < lf.warmup+lf.iters; it++ {
+		if err := c.Barrier(ctx); err != nil {
+			return nil, fmt.Errorf("hetbench live: %w", err)
+		}
+		t0 := time.Now()
+		if err := run(ctx); err != nil {
+			return nil, fmt.Errorf("hetbench live: rank %d: %s %s %d: %w", c.Rank(), lf.collective, algo, size, err)
+		}
+		dt := time.Since(t0).Seconds()
+		slowest, err := comm.Allreduce(ctx, c, []float64{dt}, comm.Max)
+		if err != nil {
+			return nil, fmt.Errorf("hetbench live: %w", err)
+		}
+		if it >= lf.warmup {
+			times = append(times, slowest[0])
+		}
+	}
+	return times, nil
+}
+
+// liveTimeline gathers the predicted and measured timelines of the last
+// collective and, on rank 0, writes them into dir as NAME.json and
+// NAME.png (writeTimeline).
+func liveTimeline(ctx context.Context, c *comm.Comm, dir, name string) error {
+	pred, meas, err := c.Timeline(ctx)
+	if err != nil {
+		return err
+	}
+	if c.Rank() != 0 {
+		return nil
+	}
+	return writeTimeline(dir, name, pred, meas)
+}
+
+// reportLive completes rank 0's record r of one size and algorithm with
+// the statistics of times (and, for an Alltoallv, what Auto chose; for a
+// redistribution, the groups) and prints its row of the OSU-style table.
+func reportLive(w io.Writer, c *comm.Comm, lf liveFlags, r LiveRecord, times []float64) LiveRecord {
+	st := bench.Summarize(times)
+	r.AvgS, r.MedianS, r.MinS, r.MaxS, r.P99S = st.Mean, st.Median, st.Min, st.Max, st.P99
+	algo := collective.Algorithm(r.Algorithm)
+	name := r.Algorithm
+	if algo == collective.Auto && lf.collective == "alltoallv" {
+		r.Chosen = string(c.LastAlgorithm())
+		name += "=" + r.Chosen
+	}
+	if lf.collective == "redistribute" {
+		s, rc, _ := liveGroups(c, lf.groups)
+		r.Groups = [][]int{s, rc}
+	}
+	ratioS := "-"
+	if r.LowerBound > 0 {
+		ratioS = fmt.Sprintf("%.3f", st.Median/r.LowerBound)
+	}
+	fmt.Fprintf(w, "  %-10d %-12s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %8s\n", r.Bytes, name,
+		st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, r.LowerBound*1e6, r.NICBound*1e6, r.Predicted*1e6, ratioS)
+	return r
 }
 
 // liveOp prepares one collective and returns the function that runs it
@@ -601,206 +637,4 @@ func writeTimeline(dir, name string, pred, meas *collective.Plan) error {
 		return err
 	}
 	return TimingDiagram(pred, meas, filepath.Join(dir, name+".png"))
-}
-
-// runMPIPeer builds bench/peer/alltoallv.c with mpicc and runs it with
-// Open MPI's TCP transport on the same ranks and pattern: MPI_Alltoallv for
-// an Alltoallv and for a redistribution (the groups hetcomm used, from its
-// records), one MPI_Ibcast per message on its own sub-communicator for a
-// multiple multicast.
-func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude string, own []LiveRecord, stderr io.Writer) ([]LiveRecord, error) {
-	src := filepath.Join(sourceDir(), "peer", "alltoallv.c")
-	if _, err := os.Stat(src); err != nil {
-		return nil, fmt.Errorf("cannot find %s (run hetbench from the source tree)", src)
-	}
-	dir, err := os.MkdirTemp("", "hetbench-mpi-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	exe := filepath.Join(dir, "alltoallv")
-	if out, err := exec.CommandContext(ctx, "mpicc", "-O2", "-o", exe, src).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mpicc (install openmpi-bin and libopenmpi-dev): %v\n%s", err, out)
-	}
-	sizes, _ := lf.sizes()
-	var recs []LiveRecord
-	for _, size := range sizes {
-		pattern, algoName, err := mpiPattern(lf, n, size, own, dir)
-		if err != nil {
-			return nil, err
-		}
-		args := []string{"--allow-run-as-root", "--oversubscribe", "-n", strconv.Itoa(n), "--bind-to", "none",
-			"--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", ifInclude, "--mca", "oob_tcp_if_include", ifInclude}
-		if hosts != "" {
-			args = append(args, "--host", mpiHosts(hosts, n), "--map-by", "node", "--mca", "plm_rsh_agent", rsh, "--mca", "plm_rsh_no_tree_spawn", "1")
-		}
-		args = append(args, exe, pattern, strconv.FormatInt(size, 10), strconv.FormatUint(lf.seed, 10), strconv.Itoa(lf.iters), strconv.Itoa(lf.warmup))
-		cmd := exec.CommandContext(ctx, "mpirun", args...)
-		if hosts != "" {
-			// mpirun's daemons connect back to it: it must run where the
-			// hosts can reach it, so start it through the agent on the
-			// first host (in a testbed the launcher's own host is not on
-			// the lab network).
-			line := "mpirun"
-			for _, a := range args {
-				line += " " + launch.ShellQuote(a)
-			}
-			cmd = exec.CommandContext(ctx, rsh, strings.Split(hosts, ",")[0], line)
-		}
-		cmd.Stdin = nil
-		cmd.Stderr = stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("mpirun: %v", err)
-		}
-		r, err := parseMPIResult(string(out))
-		if err != nil {
-			return nil, err
-		}
-		r.Collective, r.Algorithm, r.Pattern, r.Iters = lf.collective, algoName, lf.pattern, lf.iters
-		recs = append(recs, r)
-	}
-	return recs, nil
-}
-
-// mpiPattern returns the MPI peer's PATTERN argument for one size (an
-// Alltoallv pattern name, or @FILE with the bytes written out) and the MPI
-// operation it runs.
-func mpiPattern(lf liveFlags, n int, size int64, own []LiveRecord, dir string) (string, string, error) {
-	var b strings.Builder
-	switch lf.collective {
-	case "alltoallv":
-		if lf.pattern == "" {
-			return "uniform", "MPI_Alltoallv", nil
-		}
-		return lf.pattern, "MPI_Alltoallv", nil
-	case "multicast":
-		pat, err := MulticastPattern(lf.pattern, n, size, lf.seed)
-		if err != nil {
-			return "", "", err
-		}
-		fmt.Fprintf(&b, "multicast %d\n", len(pat.Messages))
-		for _, m := range pat.Messages {
-			fmt.Fprintf(&b, "%d %d %d", m.Source, m.Bytes, len(m.Dests))
-			for _, d := range m.Dests {
-				fmt.Fprintf(&b, " %d", d)
-			}
-			b.WriteString("\n")
-		}
-	case "redistribute":
-		var groups [][]int
-		for _, r := range own {
-			if r.Bytes == size && len(r.Groups) == 2 {
-				groups = r.Groups
-			}
-		}
-		if groups == nil {
-			return "", "", fmt.Errorf("no hetcomm redistribution of %d bytes to take the groups from", size)
-		}
-		bytes := RedistributionSizes(len(groups[0]), len(groups[1]), size, lf.seed)
-		mat := make([][]int64, n)
-		for i := range mat {
-			mat[i] = make([]int64, n)
-		}
-		for i, s := range groups[0] {
-			for j, r := range groups[1] {
-				mat[s][r] = bytes[i][j]
-			}
-		}
-		fmt.Fprintf(&b, "matrix %d\n", n)
-		for _, row := range mat {
-			for j, x := range row {
-				if j > 0 {
-					b.WriteString(" ")
-				}
-				fmt.Fprint(&b, x)
-			}
-			b.WriteString("\n")
-		}
-	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%d.txt", lf.collective, size))
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return "", "", err
-	}
-	name := "MPI_Alltoallv"
-	if lf.collective == "multicast" {
-		name = "MPI_Ibcast"
-	}
-	return "@" + path, name, nil
-}
-
-// mpiHosts turns a host list into Open MPI's host:slots form.
-func mpiHosts(hosts string, n int) string {
-	hs := strings.Split(hosts, ",")
-	slots := map[string]int{}
-	var order []string
-	for r := 0; r < n; r++ {
-		h := hs[r%len(hs)]
-		if slots[h] == 0 {
-			order = append(order, h)
-		}
-		slots[h]++
-	}
-	var parts []string
-	for _, h := range order {
-		parts = append(parts, fmt.Sprintf("%s:%d", h, slots[h]))
-	}
-	return strings.Join(parts, ",")
-}
-
-func parseMPIResult(out string) (LiveRecord, error) {
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "RESULT ") {
-			continue
-		}
-		r := LiveRecord{System: "openmpi"}
-		for _, f := range strings.Fields(line)[1:] {
-			k, v, _ := strings.Cut(f, "=")
-			x, _ := strconv.ParseFloat(v, 64)
-			switch k {
-			case "pattern":
-				r.Pattern = v
-			case "bytes":
-				r.Bytes = int64(x)
-			case "ranks":
-				r.Ranks = int(x)
-			case "median":
-				r.MedianS = x
-			case "min":
-				r.MinS = x
-			case "max":
-				r.MaxS = x
-			case "avg":
-				r.AvgS = x
-			case "p99":
-				r.P99S = x
-			}
-		}
-		return r, nil
-	}
-	return LiveRecord{}, fmt.Errorf("no RESULT line in the MPI peer's output:\n%s", out)
-}
-
-// printRatios prints hetcomm's median over Open MPI's for each size.
-func printRatios(w io.Writer, recs []LiveRecord) {
-	mpi := map[int64]LiveRecord{}
-	for _, r := range recs {
-		if r.System == "openmpi" {
-			mpi[r.Bytes] = r
-		}
-	}
-	fmt.Fprintf(w, "# %-10s %-12s %16s %16s %14s\n", "Size", "Algorithm", "hetcomm P50(us)", "OpenMPI P50(us)", "hetcomm/MPI")
-	for _, r := range recs {
-		if m, ok := mpi[r.Bytes]; ok && r.System == "hetcomm" {
-			fmt.Fprintf(w, "  %-10d %-12s %16.1f %16.1f %14.3f\n", r.Bytes, r.Algorithm, r.MedianS*1e6, m.MedianS*1e6, r.MedianS/m.MedianS)
-		}
-	}
-}
-
-// sourceDir is the bench package's directory in the source tree.
-func sourceDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(file)
 }

@@ -1,4 +1,4 @@
-package bench
+package sim
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/taskmap"
 )
 
@@ -156,7 +157,7 @@ func runRemapPoint(cfg SimConfig, sweep, idx int, pt remapPoint, trials int, alg
 		res.remapUS = float64(remapTotal.Nanoseconds()) / 1e3 / float64(remaps)
 	}
 	if len(rel) > 0 {
-		s := Summarize(rel)
+		s := bench.Summarize(rel)
 		res.cdVsGS = 100 * s.Mean
 		if len(rel) > 1 {
 			v := 0.0
@@ -178,7 +179,41 @@ type remapSweep struct {
 	timed        bool
 }
 
+// runRemap runs the study's six sweeps and draws Figures 5 to 10 from
+// them.
 func runRemap(cfg SimConfig) (*SimResult, error) {
+	trials, sweeps := remapSweeps(cfg)
+	results, err := runRemapSweeps(cfg, trials, sweeps)
+	if err != nil {
+		return nil, err
+	}
+	res := &SimResult{Plots: map[string]*bench.LinePlot{}}
+	add := func(t *bench.Table, lp *bench.LinePlot) {
+		res.Tables = append(res.Tables, t)
+		res.Plots[t.Name+".png"] = lp
+	}
+	versus := func(name, title string, si int, variant taskmap.Algorithm) {
+		add(remapVersus(name, title, sweeps[si], results[si], variant))
+	}
+	versus("fig5a_ps_subtasks", "Figure 5(a): PS vs baseline, 10 machines", 0, taskmap.PS)
+	versus("fig5b_cs_subtasks", "Figure 5(b): CS vs baseline, 10 machines", 0, taskmap.CS)
+	versus("fig6a_cd_subtasks", "Figure 6(a): CD vs baseline, 10 machines", 0, taskmap.CD)
+	versus("fig6b_cd_machines", "Figure 6(b): CD vs baseline, 200 subtasks", 1, taskmap.CD)
+	versus("fig7a_cd_ratio", "Figure 7(a): CD vs baseline by computation/communication ratio", 2, taskmap.CD)
+	versus("fig7b_cd_perblock", "Figure 7(b): CD vs baseline by subtasks per block", 3, taskmap.CD)
+	versus("fig8a_cd_uniform", "Figure 8(a): CD vs baseline, uniform run-time values", 4, taskmap.CD)
+	versus("fig8b_cd_skewed", "Figure 8(b): CD vs baseline, skewed uniform run-time values", 5, taskmap.CD)
+	add(remapTimeFigure("fig9a_remap_time_subtasks", "Figure 9(a): CD remapping time per block, 10 machines", sweeps[0], results[0]))
+	add(remapTimeFigure("fig9b_remap_time_machines", "Figure 9(b): CD remapping time per block, 200 subtasks", sweeps[1], results[1]))
+	add(remapCDvsGS(sweeps, results))
+	res.Summary = remapSummary(cfg, trials, sweeps, results)
+	return res, nil
+}
+
+// remapSweeps returns the trials per point and the study's sweeps: the
+// paper's, or small ones with cfg.Quick. Sweeps 0 and 1 (subtasks,
+// machines) time CD's remappings.
+func remapSweeps(cfg SimConfig) (int, []remapSweep) {
 	trials := 100 // the paper's
 	subtasks := []int{50, 100, 200, 300, 400, 500}
 	machines := []int{5, 10, 20, 30, 40, 50}
@@ -231,7 +266,11 @@ func runRemap(cfg SimConfig) (*SimResult, error) {
 		sw.points = append(sw.points, remapPoint{x: a, cfg: taskmap.RandomConfig{Tasks: 200, Machines: 20}, dist: taskmap.Distribution{Kind: taskmap.Skewed, Neg: a / 2, Pos: a}})
 	}
 	sweeps = append(sweeps, sw)
+	return trials, sweeps
+}
 
+// runRemapSweeps simulates every point of every sweep: results[sweep][point].
+func runRemapSweeps(cfg SimConfig, trials int, sweeps []remapSweep) ([][]*remapResult, error) {
 	total := 0
 	for _, s := range sweeps {
 		total += len(s.points) * trials
@@ -247,66 +286,59 @@ func runRemap(cfg SimConfig) (*SimResult, error) {
 			results[si] = append(results[si], r)
 		}
 	}
+	return results, nil
+}
 
-	res := &SimResult{Plots: map[string]*LinePlot{}}
-	xval := func(s remapSweep, i int) any {
-		if s.labels != nil {
-			return s.labels[i]
-		}
-		return s.points[i].x
+// xval is point i's value in the tables: its label, or its x.
+func (s remapSweep) xval(i int) any {
+	if s.labels != nil {
+		return s.labels[i]
 	}
-	// versus writes a figure comparing variant with the baseline (and the
-	// ideal), like Figures 5 to 8.
-	versus := func(name, title string, si int, variant taskmap.Algorithm) {
-		s := sweeps[si]
-		t := &Table{Name: name, Columns: []string{s.name, "blocks", "baseline", string(variant), "ideal", "gain_pct", "ideal_gain_pct", "gs", "gs_gain_pct"}}
-		lp := &LinePlot{Title: title, XLabel: s.xlabel, YLabel: "mean completion time (s)"}
-		ser := []Series{{Name: "baseline"}, {Name: string(variant)}, {Name: "ideal"}}
-		for i, r := range results[si] {
-			t.Add(xval(s, i), r.blocks, r.mean[taskmap.Static], r.mean[variant], r.mean[taskmap.Ideal], r.gain(variant), r.gain(taskmap.Ideal), r.mean[taskmap.GS], r.gain(taskmap.GS))
-			for k, a := range []taskmap.Algorithm{taskmap.Static, variant, taskmap.Ideal} {
-				ser[k].X = append(ser[k].X, s.points[i].x)
-				ser[k].Y = append(ser[k].Y, r.mean[a])
-			}
-		}
-		lp.Series = ser
-		res.Tables = append(res.Tables, t)
-		res.Plots[name+".png"] = lp
-	}
-	versus("fig5a_ps_subtasks", "Figure 5(a): PS vs baseline, 10 machines", 0, taskmap.PS)
-	versus("fig5b_cs_subtasks", "Figure 5(b): CS vs baseline, 10 machines", 0, taskmap.CS)
-	versus("fig6a_cd_subtasks", "Figure 6(a): CD vs baseline, 10 machines", 0, taskmap.CD)
-	versus("fig6b_cd_machines", "Figure 6(b): CD vs baseline, 200 subtasks", 1, taskmap.CD)
-	versus("fig7a_cd_ratio", "Figure 7(a): CD vs baseline by computation/communication ratio", 2, taskmap.CD)
-	versus("fig7b_cd_perblock", "Figure 7(b): CD vs baseline by subtasks per block", 3, taskmap.CD)
-	versus("fig8a_cd_uniform", "Figure 8(a): CD vs baseline, uniform run-time values", 4, taskmap.CD)
-	versus("fig8b_cd_skewed", "Figure 8(b): CD vs baseline, skewed uniform run-time values", 5, taskmap.CD)
+	return s.points[i].x
+}
 
-	for _, f := range []struct {
-		name, title string
-		si          int
-	}{{"fig9a_remap_time_subtasks", "Figure 9(a): CD remapping time per block, 10 machines", 0}, {"fig9b_remap_time_machines", "Figure 9(b): CD remapping time per block, 200 subtasks", 1}} {
-		s := sweeps[f.si]
-		t := &Table{Name: f.name, Columns: []string{s.name, "blocks", "subtasks_per_block", "remap_mean_us", "remap_max_us"}}
-		lp := &LinePlot{Title: f.title, XLabel: s.xlabel, YLabel: "microseconds per block"}
-		ser := []Series{{Name: "mean"}, {Name: "max"}}
-		for i, r := range results[f.si] {
-			t.Add(xval(s, i), r.blocks, r.perBlock, r.remapUS, r.remapMax)
-			ser[0].X, ser[0].Y = append(ser[0].X, s.points[i].x), append(ser[0].Y, r.remapUS)
-			ser[1].X, ser[1].Y = append(ser[1].X, s.points[i].x), append(ser[1].Y, r.remapMax)
+// remapVersus is a figure comparing variant with the baseline (and the
+// ideal) over sweep s, like Figures 5 to 8: its table, named name, and its
+// plot.
+func remapVersus(name, title string, s remapSweep, results []*remapResult, variant taskmap.Algorithm) (*bench.Table, *bench.LinePlot) {
+	t := &bench.Table{Name: name, Columns: []string{s.name, "blocks", "baseline", string(variant), "ideal", "gain_pct", "ideal_gain_pct", "gs", "gs_gain_pct"}}
+	lp := &bench.LinePlot{Title: title, XLabel: s.xlabel, YLabel: "mean completion time (s)"}
+	ser := []bench.Series{{Name: "baseline"}, {Name: string(variant)}, {Name: "ideal"}}
+	for i, r := range results {
+		t.Add(s.xval(i), r.blocks, r.mean[taskmap.Static], r.mean[variant], r.mean[taskmap.Ideal], r.gain(variant), r.gain(taskmap.Ideal), r.mean[taskmap.GS], r.gain(taskmap.GS))
+		for k, a := range []taskmap.Algorithm{taskmap.Static, variant, taskmap.Ideal} {
+			ser[k].X = append(ser[k].X, s.points[i].x)
+			ser[k].Y = append(ser[k].Y, r.mean[a])
 		}
-		lp.Series = ser
-		res.Tables = append(res.Tables, t)
-		res.Plots[f.name+".png"] = lp
 	}
+	lp.Series = ser
+	return t, lp
+}
 
-	// Figure 10, and CD against GS everywhere it was run.
-	cdgs := &Table{Name: "fig10_cd_gs", Columns: []string{"sweep", "x", "cd", "gs", "cd_better_pct", "ci95_pct", "cd_remaps", "gs_remaps"}}
-	lp := &LinePlot{Title: "Figure 10: CD vs Generational Scheduling, 10 machines", XLabel: sweeps[0].xlabel, YLabel: "mean completion time (s)"}
-	ser := []Series{{Name: "cd"}, {Name: "gs"}}
+// remapTimeFigure is one of Figure 9's: CD's remapping time per block
+// (mean and largest) over a timed sweep s.
+func remapTimeFigure(name, title string, s remapSweep, results []*remapResult) (*bench.Table, *bench.LinePlot) {
+	t := &bench.Table{Name: name, Columns: []string{s.name, "blocks", "subtasks_per_block", "remap_mean_us", "remap_max_us"}}
+	lp := &bench.LinePlot{Title: title, XLabel: s.xlabel, YLabel: "microseconds per block"}
+	ser := []bench.Series{{Name: "mean"}, {Name: "max"}}
+	for i, r := range results {
+		t.Add(s.xval(i), r.blocks, r.perBlock, r.remapUS, r.remapMax)
+		ser[0].X, ser[0].Y = append(ser[0].X, s.points[i].x), append(ser[0].Y, r.remapUS)
+		ser[1].X, ser[1].Y = append(ser[1].X, s.points[i].x), append(ser[1].Y, r.remapMax)
+	}
+	lp.Series = ser
+	return t, lp
+}
+
+// remapCDvsGS is Figure 10 (CD against GS by subtasks, sweep 0), with a
+// table of CD against GS everywhere it was run.
+func remapCDvsGS(sweeps []remapSweep, results [][]*remapResult) (*bench.Table, *bench.LinePlot) {
+	cdgs := &bench.Table{Name: "fig10_cd_gs", Columns: []string{"sweep", "x", "cd", "gs", "cd_better_pct", "ci95_pct", "cd_remaps", "gs_remaps"}}
+	lp := &bench.LinePlot{Title: "Figure 10: CD vs Generational Scheduling, 10 machines", XLabel: sweeps[0].xlabel, YLabel: "mean completion time (s)"}
+	ser := []bench.Series{{Name: "cd"}, {Name: "gs"}}
 	for si, s := range sweeps {
 		for i, r := range results[si] {
-			cdgs.Add(s.name, xval(s, i), r.mean[taskmap.CD], r.mean[taskmap.GS], r.cdVsGS, r.cdVsGSCI, r.remapsCD, r.remapsGS)
+			cdgs.Add(s.name, s.xval(i), r.mean[taskmap.CD], r.mean[taskmap.GS], r.cdVsGS, r.cdVsGSCI, r.remapsCD, r.remapsGS)
 			if si == 0 {
 				ser[0].X, ser[0].Y = append(ser[0].X, s.points[i].x), append(ser[0].Y, r.mean[taskmap.CD])
 				ser[1].X, ser[1].Y = append(ser[1].X, s.points[i].x), append(ser[1].Y, r.mean[taskmap.GS])
@@ -314,11 +346,7 @@ func runRemap(cfg SimConfig) (*SimResult, error) {
 		}
 	}
 	lp.Series = ser
-	res.Tables = append(res.Tables, cdgs)
-	res.Plots["fig10_cd_gs.png"] = lp
-
-	res.Summary = remapSummary(cfg, trials, sweeps, results)
-	return res, nil
+	return cdgs, lp
 }
 
 // remapSummary checks the paper's three claims against the results.

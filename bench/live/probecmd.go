@@ -1,4 +1,4 @@
-package bench
+package live
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
@@ -51,12 +52,12 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, "probe", args, false, stderr); !ok {
+	if code, ok := bench.ParseFlags(fs, "probe", args, false, stderr); !ok {
 		return code
 	}
 	if *lc.n < 2 {
 		fmt.Fprintln(stderr, "hetbench probe: needs at least 2 ranks")
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	outAbs := ""
 	if *out != "" {
@@ -65,7 +66,7 @@ Flags:
 	tmp, err := os.MkdirTemp("", "hetbench-probe-")
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench probe:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	defer os.RemoveAll(tmp)
 	env, _, code, ok := lc.env("probe", tmp, stderr)
@@ -77,9 +78,9 @@ Flags:
 	defer stop()
 	if err := lc.launch(ctx, env, []string{"probe-rank", "-out", outAbs}, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "hetbench probe:", err)
-		return ExitError
+		return bench.ExitError
 	}
-	return ExitOK
+	return bench.ExitOK
 }
 
 // ProbeRankCommand is the rank side of `hetbench probe` (hidden
@@ -88,13 +89,13 @@ func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("probe-rank", flag.ContinueOnError)
 	out := fs.String("out", "", "")
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	start := time.Now()
 	c, err := comm.Init(context.Background(), nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench probe:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	defer c.Close()
 	res := c.ProbeResult()
@@ -102,14 +103,14 @@ func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
 	hosts, err := c.Gatherv(context.Background(), 0, []byte(hostname))
 	if err != nil {
 		fmt.Fprintln(stderr, "hetbench probe:", err)
-		return ExitError
+		return bench.ExitError
 	}
 	if c.Rank() != 0 {
-		return ExitOK
+		return bench.ExitOK
 	}
 	if res == nil {
 		fmt.Fprintln(stderr, "hetbench probe: no probe result")
-		return ExitError
+		return bench.ExitError
 	}
 	fmt.Fprintf(stdout, "# probe of %d ranks: %.3f s (start-up included: %.3f s)\n", c.Size(), res.Seconds, time.Since(start).Seconds())
 	PrintModel(stdout, res)
@@ -121,11 +122,11 @@ func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
 		b, _ := json.MarshalIndent(mf, "", "  ")
 		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
 			fmt.Fprintln(stderr, "hetbench probe:", err)
-			return ExitError
+			return bench.ExitError
 		}
 		fmt.Fprintf(stdout, "# model written to %s\n", *out)
 	}
-	return ExitOK
+	return bench.ExitOK
 }
 
 // PrintModel prints a probed model as tables.

@@ -1,4 +1,4 @@
-package bench
+package sim
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"io"
 	"path/filepath"
 	"time"
+
+	"github.com/hetcomm/hetcomm/bench"
 )
 
 // SimCommand implements `hetbench sim EXPERIMENT`. It returns the exit
@@ -32,44 +34,44 @@ func SimCommand(args []string, stdout, stderr io.Writer) int {
 	for {
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return ExitOK
+				return bench.ExitOK
 			}
-			return ExitUsage
+			return bench.ExitUsage
 		}
 		if fs.NArg() == 0 {
 			break
 		}
 		if name != "" {
 			fmt.Fprintf(stderr, "hetbench sim: more than one experiment (%q and %q)\n", name, fs.Arg(0))
-			return ExitUsage
+			return bench.ExitUsage
 		}
 		name, rest = fs.Arg(0), fs.Args()[1:]
 	}
 	if name == "" {
 		fs.Usage()
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	e, ok := Lookup(name)
 	if !ok {
 		fmt.Fprintf(stderr, "hetbench sim: unknown experiment %q\n", name)
 		fs.Usage()
-		return ExitUsage
+		return bench.ExitUsage
 	}
 	dir := filepath.Join(*out, e.Name)
 	start := time.Now()
 	res, err := e.Run(SimConfig{Seed: *seed, Trials: *trials, Quick: *quick, OutDir: dir, Progress: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "hetbench sim %s: %v\n", e.Name, err)
-		return ExitError
+		return bench.ExitError
 	}
 	if err := res.Save(dir); err != nil {
 		fmt.Fprintf(stderr, "hetbench sim %s: %v\n", e.Name, err)
-		return ExitError
+		return bench.ExitError
 	}
 	for _, t := range res.Tables {
 		fmt.Fprintf(stdout, "## %s\n", t.Name)
 		if err := t.WriteMarkdown(stdout); err != nil {
-			return ExitError
+			return bench.ExitError
 		}
 		fmt.Fprintln(stdout)
 	}
@@ -77,5 +79,5 @@ func SimCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, res.Summary)
 	}
 	fmt.Fprintf(stderr, "hetbench sim %s: wrote %s (%s)\n", e.Name, dir, time.Since(start).Round(time.Millisecond))
-	return ExitOK
+	return bench.ExitOK
 }

@@ -1,10 +1,11 @@
-package bench
+package sim
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/collective"
 )
 
@@ -196,122 +197,178 @@ func alltoallInstance(m *collective.Model, x *collective.Exchange, algos []colle
 // alltoallBarrier names the barrier caterpillar in tables and plots.
 const alltoallBarrier = "caterpillar_barrier"
 
+// runAlltoall runs the study: Figures 9-12 with their summary table, the
+// site-pair sensitivity, and the paper's claims checked.
 func runAlltoall(cfg SimConfig) (*SimResult, error) {
-	sizes := []int{5, 10, 15, 20, 25, 30, 35, 40, 45, 50}
-	sensN := 50
-	trials := 20
-	if cfg.Quick {
-		sizes = []int{5, 10, 20}
-		sensN = 10
-		trials = 3
-	}
-	if cfg.Trials > 0 {
-		trials = cfg.Trials
-	}
-	algos := collective.Algorithms(collective.KindAlltoall)
-	names := make([]string, 0, len(algos)+1)
-	for _, a := range algos {
-		names = append(names, string(a))
-	}
-	names = append(names, alltoallBarrier)
-	res := &SimResult{Plots: map[string]*LinePlot{}}
-	prog := NewProgress(cfg.Progress, "alltoall", len(alltoallScenarios)*(len(sizes)+1)*trials)
-
-	summary := &Table{Name: "summary", Columns: []string{"figure", "scenario", "algorithm", "mean_ratio", "worst_point_mean", "max_ratio"}}
-	// agg accumulates ratios over instances: their sum, the worst mean of
-	// one data point (the peak of the plotted curve), the worst instance.
-	type agg struct{ sum, peak, max float64 }
-	overall := make([]agg, len(names))
+	st := newAlltoallStudy(cfg)
+	res := &SimResult{Plots: map[string]*bench.LinePlot{}}
+	summary := &bench.Table{Name: "summary", Columns: []string{"figure", "scenario", "algorithm", "mean_ratio", "worst_point_mean", "max_ratio"}}
+	overall := make([]alltoallAgg, len(st.names))
 	overallN := 0
 	for si, sc := range alltoallScenarios {
-		cols := []string{"ranks"}
-		for _, nm := range names {
-			cols = append(cols, nm+"_mean", nm+"_max")
+		t, plot, scen, err := st.figure(si, sc, overall)
+		if err != nil {
+			return nil, err
 		}
-		cols = append(cols, "lb_mean_s")
-		t := &Table{Name: sc.figure + "_" + sc.name, Columns: cols}
-		plot := &LinePlot{Title: sc.title + " (mean of completion / t_lb)", XLabel: "processors", YLabel: "completion time / lower bound"}
-		series := make([]Series, len(names))
-		for k, nm := range names {
-			series[k].Name = nm
+		overallN += len(st.sizes) * st.trials
+		for k, nm := range st.names {
+			summary.Add(sc.figure, sc.name, nm, scen[k].sum/float64(len(st.sizes)*st.trials), scen[k].peak, scen[k].max)
 		}
-		scen := make([]agg, len(names))
-		for _, n := range sizes {
-			ratios := make([][]float64, len(names))
-			lbSum := 0.0
-			for trial := 0; trial < trials; trial++ {
-				rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(si)<<40|uint64(n)<<20|uint64(trial)))
-				m := alltoallGustoModel(rng, n)
-				x := &collective.Exchange{Bytes: sc.pattern(rng, n)}
-				rs, lb, err := alltoallInstance(m, x, algos, cfg.Seed)
-				if err != nil {
-					return nil, fmt.Errorf("%s, %d ranks, trial %d: %w", sc.name, n, trial, err)
-				}
-				for k, r := range rs {
-					ratios[k] = append(ratios[k], r)
-				}
-				lbSum += lb
-				prog.Step(1)
-			}
-			row := []any{n}
-			for k := range names {
-				s := Summarize(ratios[k])
-				row = append(row, s.Mean, s.Max)
-				series[k].X = append(series[k].X, float64(n))
-				series[k].Y = append(series[k].Y, s.Mean)
-				for _, g := range []*agg{&scen[k], &overall[k]} {
-					g.sum += s.Mean * float64(s.N)
-					g.peak = max(g.peak, s.Mean)
-					g.max = max(g.max, s.Max)
-				}
-			}
-			overallN += trials
-			row = append(row, lbSum/float64(trials))
-			t.Add(row...)
-		}
-		for k, nm := range names {
-			summary.Add(sc.figure, sc.name, nm, scen[k].sum/float64(len(sizes)*trials), scen[k].peak, scen[k].max)
-		}
-		plot.Series = series
 		res.Tables = append(res.Tables, t)
 		res.Plots[t.Name+".png"] = plot
 	}
 	res.Tables = append(res.Tables, summary)
+	sens, sensPeak, err := st.sitePairs()
+	if err != nil {
+		return nil, err
+	}
+	res.Tables = append(res.Tables, sens)
+	res.Summary = st.summaryText(overall, overallN, summary, sensPeak)
+	return res, nil
+}
 
-	// Sensitivity to the link distribution: sensN ranks, every link one of
-	// the measured site pairs of Tables 1-2.
-	sens := &Table{Name: "sitepairs", Columns: []string{"figure", "scenario", "ranks", "algorithm", "mean_ratio", "max_ratio"}}
-	sensPeak := make([]float64, len(names))
+// alltoallStudy is one run of the study: its sizes and the planners it
+// compares.
+type alltoallStudy struct {
+	cfg    SimConfig
+	sizes  []int // processor counts of Figures 9-12
+	sensN  int   // processor count of the site-pair sensitivity
+	trials int   // random systems per data point
+	algos  []collective.Algorithm
+	names  []string // the algorithms' names, then alltoallBarrier
+	prog   *Progress
+}
+
+// alltoallAgg accumulates ratios over instances: their sum, the worst
+// mean of one data point (the peak of the plotted curve), the worst
+// instance.
+type alltoallAgg struct{ sum, peak, max float64 }
+
+// newAlltoallStudy sizes the study (the paper's, or a small one with
+// cfg.Quick) and starts its progress report.
+func newAlltoallStudy(cfg SimConfig) *alltoallStudy {
+	st := &alltoallStudy{cfg: cfg, sizes: []int{5, 10, 15, 20, 25, 30, 35, 40, 45, 50}, sensN: 50, trials: 20}
+	if cfg.Quick {
+		st.sizes = []int{5, 10, 20}
+		st.sensN = 10
+		st.trials = 3
+	}
+	if cfg.Trials > 0 {
+		st.trials = cfg.Trials
+	}
+	st.algos = collective.Algorithms(collective.KindAlltoall)
+	st.names = make([]string, 0, len(st.algos)+1)
+	for _, a := range st.algos {
+		st.names = append(st.names, string(a))
+	}
+	st.names = append(st.names, alltoallBarrier)
+	st.prog = NewProgress(cfg.Progress, "alltoall", len(alltoallScenarios)*(len(st.sizes)+1)*st.trials)
+	return st
+}
+
+// figure runs scenario si (one of Figures 9-12) at every processor
+// count. It returns the figure's table (mean and worst ratio per planner,
+// mean t_lb), its plot of the means and the scenario's aggregates per
+// planner, and adds every data point to overall as well.
+func (st *alltoallStudy) figure(si int, sc alltoallScenario, overall []alltoallAgg) (*bench.Table, *bench.LinePlot, []alltoallAgg, error) {
+	cols := []string{"ranks"}
+	for _, nm := range st.names {
+		cols = append(cols, nm+"_mean", nm+"_max")
+	}
+	cols = append(cols, "lb_mean_s")
+	t := &bench.Table{Name: sc.figure + "_" + sc.name, Columns: cols}
+	plot := &bench.LinePlot{Title: sc.title + " (mean of completion / t_lb)", XLabel: "processors", YLabel: "completion time / lower bound"}
+	series := make([]bench.Series, len(st.names))
+	for k, nm := range st.names {
+		series[k].Name = nm
+	}
+	scen := make([]alltoallAgg, len(st.names))
+	for _, n := range st.sizes {
+		ratios, lbSum, err := st.point(si, sc, n)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		row := []any{n}
+		for k := range st.names {
+			s := bench.Summarize(ratios[k])
+			row = append(row, s.Mean, s.Max)
+			series[k].X = append(series[k].X, float64(n))
+			series[k].Y = append(series[k].Y, s.Mean)
+			for _, g := range []*alltoallAgg{&scen[k], &overall[k]} {
+				g.sum += s.Mean * float64(s.N)
+				g.peak = max(g.peak, s.Mean)
+				g.max = max(g.max, s.Max)
+			}
+		}
+		row = append(row, lbSum/float64(st.trials))
+		t.Add(row...)
+	}
+	plot.Series = series
+	return t, plot, scen, nil
+}
+
+// point plans the trials of scenario si on n processors, each on its own
+// random GUSTO-like system, and returns every planner's ratios (then the
+// barrier caterpillar's) and the sum of the lower bounds.
+func (st *alltoallStudy) point(si int, sc alltoallScenario, n int) ([][]float64, float64, error) {
+	ratios := make([][]float64, len(st.names))
+	lbSum := 0.0
+	for trial := 0; trial < st.trials; trial++ {
+		rng := rand.New(rand.NewPCG(uint64(st.cfg.Seed), uint64(si)<<40|uint64(n)<<20|uint64(trial)))
+		m := alltoallGustoModel(rng, n)
+		x := &collective.Exchange{Bytes: sc.pattern(rng, n)}
+		rs, lb, err := alltoallInstance(m, x, st.algos, st.cfg.Seed)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s, %d ranks, trial %d: %w", sc.name, n, trial, err)
+		}
+		for k, r := range rs {
+			ratios[k] = append(ratios[k], r)
+		}
+		lbSum += lb
+		st.prog.Step(1)
+	}
+	return ratios, lbSum, nil
+}
+
+// sitePairs is the sensitivity to the link distribution: sensN ranks,
+// every link one of the measured site pairs of Tables 1-2. It returns the
+// table of every scenario and planner and each planner's worst scenario
+// mean.
+func (st *alltoallStudy) sitePairs() (*bench.Table, []float64, error) {
+	sens := &bench.Table{Name: "sitepairs", Columns: []string{"figure", "scenario", "ranks", "algorithm", "mean_ratio", "max_ratio"}}
+	sensPeak := make([]float64, len(st.names))
 	for si, sc := range alltoallScenarios {
-		ratios := make([][]float64, len(names))
-		for trial := 0; trial < trials; trial++ {
-			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 1<<60|uint64(si)<<40|uint64(sensN)<<20|uint64(trial)))
-			m := alltoallSitePairModel(rng, sensN)
-			x := &collective.Exchange{Bytes: sc.pattern(rng, sensN)}
-			rs, _, err := alltoallInstance(m, x, algos, cfg.Seed)
+		ratios := make([][]float64, len(st.names))
+		for trial := 0; trial < st.trials; trial++ {
+			rng := rand.New(rand.NewPCG(uint64(st.cfg.Seed), 1<<60|uint64(si)<<40|uint64(st.sensN)<<20|uint64(trial)))
+			m := alltoallSitePairModel(rng, st.sensN)
+			x := &collective.Exchange{Bytes: sc.pattern(rng, st.sensN)}
+			rs, _, err := alltoallInstance(m, x, st.algos, st.cfg.Seed)
 			if err != nil {
-				return nil, fmt.Errorf("site pairs, %s, %d ranks, trial %d: %w", sc.name, sensN, trial, err)
+				return nil, nil, fmt.Errorf("site pairs, %s, %d ranks, trial %d: %w", sc.name, st.sensN, trial, err)
 			}
 			for k, r := range rs {
 				ratios[k] = append(ratios[k], r)
 			}
-			prog.Step(1)
+			st.prog.Step(1)
 		}
-		for k, nm := range names {
-			s := Summarize(ratios[k])
-			sens.Add(sc.figure, sc.name, sensN, nm, s.Mean, s.Max)
+		for k, nm := range st.names {
+			s := bench.Summarize(ratios[k])
+			sens.Add(sc.figure, sc.name, st.sensN, nm, s.Mean, s.Max)
 			sensPeak[k] = max(sensPeak[k], s.Mean)
 		}
 	}
-	res.Tables = append(res.Tables, sens)
+	return sens, sensPeak, nil
+}
 
-	// The paper's claims are read off its figures, which plot averages:
-	// they are checked against the worst data-point mean (and, for open
-	// shop's "on average", the mean over everything); the worst single
-	// instance is reported beside them.
+// summaryText checks the paper's claims. They are read off its figures,
+// which plot averages: they are checked against the worst data-point mean
+// (and, for open shop's "on average", the mean over everything); the
+// worst single instance is reported beside them.
+func (st *alltoallStudy) summaryText(overall []alltoallAgg, overallN int, summary *bench.Table, sensPeak []float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Total exchange, %d random GUSTO-like systems per point, %d to %d ranks, seed %d.\n",
-		trials, sizes[0], sizes[len(sizes)-1], cfg.Seed)
+		st.trials, st.sizes[0], st.sizes[len(st.sizes)-1], st.cfg.Seed)
 	fmt.Fprintf(&b, "completion / t_lb over Figures 9-12: mean over all instances, worst data-point mean, worst instance:\n")
 	verdict := func(ok bool) string {
 		if ok {
@@ -319,7 +376,7 @@ func runAlltoall(cfg SimConfig) (*SimResult, error) {
 		}
 		return "does not hold"
 	}
-	for k, nm := range names {
+	for k, nm := range st.names {
 		g := overall[k]
 		mean := g.sum / float64(overallN)
 		var claim string
@@ -343,14 +400,13 @@ func runAlltoall(cfg SimConfig) (*SimResult, error) {
 			fmt.Fprintf(&b, "  %s with 20%% servers: mean %.2f, worst point %.2f, worst instance %.2f times t_lb\n", row[2], row[3], row[4], row[5])
 		}
 	}
-	fmt.Fprintf(&b, "links drawn from Tables 1-2's site pairs, %d ranks, worst scenario mean:", sensN)
-	for k, nm := range names {
+	fmt.Fprintf(&b, "links drawn from Tables 1-2's site pairs, %d ranks, worst scenario mean:", st.sensN)
+	for k, nm := range st.names {
 		fmt.Fprintf(&b, " %s %.3f", nm, sensPeak[k])
-		if k < len(names)-1 {
+		if k < len(st.names)-1 {
 			b.WriteString(",")
 		}
 	}
 	b.WriteString("\n")
-	res.Summary = strings.TrimRight(b.String(), "\n")
-	return res, nil
+	return strings.TrimRight(b.String(), "\n")
 }

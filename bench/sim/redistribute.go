@@ -1,4 +1,4 @@
-package bench
+package sim
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/collective"
 )
 
@@ -147,14 +148,14 @@ func runRedistribute(cfg SimConfig) (*SimResult, error) {
 		trials = cfg.Trials
 	}
 	figs := rdFigures(cfg.Quick)
-	res := &SimResult{Plots: map[string]*LinePlot{}}
+	res := &SimResult{Plots: map[string]*bench.LinePlot{}}
 	var summary strings.Builder
 	fmt.Fprintf(&summary, "Evaluation ratio = predicted time / K-PBS lower bound, %d random graphs per point (seed %d).\n", trials, cfg.Seed)
 	for f, fig := range figs {
-		t := &Table{Name: fig.name, Columns: []string{fig.xcol, "instances",
+		t := &bench.Table{Name: fig.name, Columns: []string{fig.xcol, "instances",
 			"ggp_mean", "ggp_max", "oggp_mean", "oggp_max", "oggp_worse_pct",
 			"ggp_steps", "oggp_steps", "bruteforce_mean", "bruteforce_max"}}
-		lines := []Series{{Name: "GGP average"}, {Name: "GGP maximum"}, {Name: "OGGP average"}, {Name: "OGGP maximum"}}
+		lines := []bench.Series{{Name: "GGP average"}, {Name: "GGP maximum"}, {Name: "OGGP average"}, {Name: "OGGP maximum"}}
 		prog := NewProgress(cfg.Progress, "redistribute "+fig.name, len(fig.xs)*trials)
 		var worstO, worstG, worstDense float64
 		meanOK := true
@@ -198,7 +199,7 @@ func runRedistribute(cfg SimConfig) (*SimResult, error) {
 			meanOK = meanOK && sum[1] <= sum[0]
 		}
 		res.Tables = append(res.Tables, t)
-		res.Plots[fig.name+".png"] = &LinePlot{Title: fig.title, XLabel: fig.xlabel, YLabel: "evaluation ratio", Series: lines}
+		res.Plots[fig.name+".png"] = &bench.LinePlot{Title: fig.title, XLabel: fig.xlabel, YLabel: "evaluation ratio", Series: lines}
 		verdict := "never worse than GGP on average"
 		if !meanOK {
 			verdict = "WORSE than GGP on average at some point"

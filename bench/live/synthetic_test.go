@@ -1,4 +1,4 @@
-package bench
+package live
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/bench"
 )
 
 func TestPoisson(t *testing.T) {
@@ -52,11 +54,11 @@ func TestSynthWorkload(t *testing.T) {
 
 func TestSyntheticFlags(t *testing.T) {
 	var out, errb bytes.Buffer
-	require.Equal(t, ExitUsage, SyntheticCommand([]string{"-types", "AZ"}, &out, &errb))
+	require.Equal(t, bench.ExitUsage, SyntheticCommand([]string{"-types", "AZ"}, &out, &errb))
 	require.Contains(t, errb.String(), "unknown type")
-	require.Equal(t, ExitUsage, SyntheticCommand([]string{"-configs", "slow,warp"}, &out, &errb))
-	require.Equal(t, ExitUsage, SyntheticCommand([]string{"-rsh", "x"}, &out, &errb))
-	require.Equal(t, ExitOK, SyntheticCommand([]string{"-h"}, &out, &errb))
+	require.Equal(t, bench.ExitUsage, SyntheticCommand([]string{"-configs", "slow,warp"}, &out, &errb))
+	require.Equal(t, bench.ExitUsage, SyntheticCommand([]string{"-rsh", "x"}, &out, &errb))
+	require.Equal(t, bench.ExitOK, SyntheticCommand([]string{"-h"}, &out, &errb))
 	require.Contains(t, errb.String(), "Figure 12")
 }
 
@@ -70,7 +72,7 @@ func TestSyntheticLoopback(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := SyntheticCommand([]string{"-n", "40", "-runs", "1", "-types", "AF", "-slaves", "2",
 		"-fast-delay", "1ms", "-out", dir}, &out, &errb)
-	require.Equal(t, ExitOK, code, "stderr: %s", errb.String())
+	require.Equal(t, bench.ExitOK, code, "stderr: %s", errb.String())
 	t.Log(out.String())
 	require.Contains(t, out.String(), "| A |")
 	require.Contains(t, out.String(), "| F |")
@@ -110,10 +112,10 @@ func TestSyntheticRootDualNIC4(t *testing.T) {
 	}
 	dir := t.TempDir()
 	netlab := filepath.Join(dir, "netlab")
-	out, err := exec.Command("go", "build", "-o", netlab, "../internal/netlab/cmd/netlab").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", netlab, "../../internal/netlab/cmd/netlab").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	lab := fmt.Sprintf("sy%d", os.Getpid()%100000)
-	out, err = exec.Command(netlab, "up", "--name", lab, "topologies/dualnic4.json").CombinedOutput()
+	out, err = exec.Command(netlab, "up", "--name", lab, "../topologies/dualnic4.json").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	t.Cleanup(func() {
 		if out, err := exec.Command(netlab, "down", lab).CombinedOutput(); err != nil {

@@ -1,8 +1,7 @@
-package bench
+package live
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,26 +9,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/bootstrap"
 )
-
-// parseFlags parses a subcommand's flags. It returns false, with the exit
-// status, when the command should stop: after -h (ExitOK), a bad flag or,
-// unless positional arguments are allowed, an unexpected argument
-// (ExitUsage).
-func parseFlags(fs *flag.FlagSet, name string, args []string, positional bool, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK, false
-		}
-		return ExitUsage, false
-	}
-	if !positional && fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "hetbench %s: unexpected argument %q\n", name, fs.Arg(0))
-		return ExitUsage, false
-	}
-	return ExitOK, true
-}
 
 // launchFlags are the flags of the subcommands that start ranks of this
 // executable (live, probe): how many, where, over what.
@@ -63,18 +45,18 @@ func (l *launchFlags) env(command, tmp string, stderr io.Writer) (env []string, 
 		env = append(env, bootstrap.EnvRailPolicy+"="+*l.railPolicy)
 	}
 	if *l.emulate == "" {
-		return env, "", ExitOK, true
+		return env, "", bench.ExitOK, true
 	}
 	path, size, err := emulationFile(*l.emulate, tmp)
 	if err != nil {
 		fmt.Fprintf(stderr, "hetbench %s: -emulate: %v\n", command, err)
-		return nil, "", ExitUsage, false
+		return nil, "", bench.ExitUsage, false
 	}
 	if size != *l.n {
 		fmt.Fprintf(stderr, "hetbench %s: -emulate %s describes %d ranks, -n is %d\n", command, *l.emulate, size, *l.n)
-		return nil, "", ExitUsage, false
+		return nil, "", bench.ExitUsage, false
 	}
-	return append(env, bootstrap.EnvEmulate+"="+path), path, ExitOK, true
+	return append(env, bootstrap.EnvEmulate+"="+path), path, bench.ExitOK, true
 }
 
 // launch starts the ranks with env and args (launchSelf).
