@@ -3,6 +3,8 @@ package netprobe
 import (
 	"math"
 	"slices"
+
+	"github.com/hetcomm/hetcomm/collective"
 )
 
 // Drift watches the rates a rank observes on its incoming links during
@@ -76,7 +78,7 @@ func (d *Drift) Proposals() map[int]float64 {
 	out := map[int]float64{}
 	for src, l := range d.links {
 		if len(l.rates) > 0 && len(l.rates) >= d.MinSamples {
-			out[src] = median(l.rates)
+			out[src] = collective.Median(l.rates)
 			delete(d.links, src)
 		}
 	}

@@ -72,8 +72,3 @@ func FitLine(samples []Sample) (Fit, error) {
 	}
 	return f, nil
 }
-
-// median is collective.Median, the project's one median, under the name
-// probe.go and drift.go call it by. FitLine's slopes and intercepts are
-// never empty (it needs two sizes), so it never sees NaN.
-func median(xs []float64) float64 { return collective.Median(xs) }

@@ -525,7 +525,7 @@ func measureRate(ctx context.Context, p Port, peer int, cfg Config, buf []byte, 
 		return Fit{}, err
 	}
 	f := Fit{Latency: rtt / 2, Bandwidth: math.Inf(1)}
-	if t := median(times); t > 0 {
+	if t := collective.Median(times); t > 0 {
 		f.Bandwidth = float64(largest) / t
 	}
 	return f, nil
