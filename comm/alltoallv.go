@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"sync"
 	"time"
 
@@ -59,154 +58,215 @@ func (c *Comm) Alltoall(ctx context.Context, send [][]byte) ([][]byte, error) {
 
 // AlltoallvWith is Alltoallv with per-call options.
 func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOptions) ([][]byte, error) {
-	n := c.Size()
-	if len(send) != n {
-		return nil, &ArgError{Op: "Alltoallv", Arg: "send", Msg: fmt.Sprintf("%d buffers for %d ranks", len(send), n)}
-	}
-	if o.Recv != nil && len(o.Recv) != n {
-		return nil, &ArgError{Op: "Alltoallv", Arg: "Recv", Msg: fmt.Sprintf("%d buffers for %d ranks", len(o.Recv), n)}
-	}
-	algo := o.Algorithm
-	if algo == "" {
-		algo = c.w.cfg.Alltoallv
-	}
-	if algo != collective.Auto && algo != Naive && collective.KindOf(algo) != collective.KindAlltoall {
-		return nil, &ArgError{Op: "Alltoallv", Arg: "algorithm", Msg: fmt.Sprintf("unknown %q (want %v, auto or naive)", algo, collective.Algorithms(collective.KindAlltoall))}
+	algo, err := c.alltoallvAlgorithm(send, o)
+	if err != nil {
+		return nil, err
 	}
 	k, cancel, err := c.begin(ctx, opAlltoallv)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	if n == 1 {
+	if c.Size() == 1 {
 		return [][]byte{append([]byte{}, send[0]...)}, nil
 	}
+	mine, release := c.ownSizeRow(k, send, o, algo)
+	defer release()
+	hr, err := c.headRound(k, algo, send, o, mine)
+	if err != nil {
+		return nil, k.err(err)
+	}
+	hr.recv[c.rank] = append(recvBuf(o.Recv, c.rank, len(send[c.rank]))[:0], send[c.rank]...)
+	// Every rank has the same proposals now: apply them before planning.
+	c.w.applyDrift(hr.drifted)
+	tl, err := c.exchangeLarge(k, algo, send, o.Recv, hr, mine.grants)
+	if err != nil {
+		return nil, k.err(err)
+	}
+	c.planMu.Lock()
+	c.timeline = tl
+	c.planMu.Unlock()
+	return hr.recv, nil
+}
 
-	// One round of direct messages: every rank sends every other rank its
-	// row of sizes, which messages it sends inline, its algorithm, and the
-	// message itself when it is small enough to ride along. Afterwards
-	// every rank knows the whole size matrix and has every small message;
-	// only the large ones remain, to be planned.
+// alltoallvAlgorithm checks Alltoallv's arguments and returns the
+// algorithm to run.
+func (c *Comm) alltoallvAlgorithm(send [][]byte, o AlltoallvOptions) (collective.Algorithm, error) {
+	n := c.Size()
+	if len(send) != n {
+		return "", &ArgError{Op: "Alltoallv", Arg: "send", Msg: fmt.Sprintf("%d buffers for %d ranks", len(send), n)}
+	}
+	if o.Recv != nil && len(o.Recv) != n {
+		return "", &ArgError{Op: "Alltoallv", Arg: "Recv", Msg: fmt.Sprintf("%d buffers for %d ranks", len(o.Recv), n)}
+	}
+	algo := o.Algorithm
+	if algo == "" {
+		algo = c.w.cfg.Alltoallv
+	}
+	if algo != collective.Auto && algo != Naive && collective.KindOf(algo) != collective.KindAlltoall {
+		return "", &ArgError{Op: "Alltoallv", Arg: "algorithm", Msg: fmt.Sprintf("unknown %q (want %v, auto or naive)", algo, collective.Algorithms(collective.KindAlltoall))}
+	}
+	return algo, nil
+}
+
+// ownSizeRow is this rank's head for the first round: one round of direct
+// messages in which every rank sends every other its row of sizes, which
+// messages it sends inline, its algorithm and model, (on the world
+// communicator) the drifted rates it observed on its incoming links, and
+// the receive buffers it grants in advance; and the message itself when
+// it is small enough to ride along. Afterwards every rank knows the whole
+// size matrix and has every small message; only the large ones remain, to
+// be planned.
+//
+// With receive buffers, a large message may land in its buffer with no
+// rendezvous request or grant at all, should the exchange turn out naive
+// (every rank decides that alike, from the heads): the slots exist before
+// this rank's head leaves, and a sender uses a grant only after it has the
+// head, so no payload arrives before its slot. release forgets the slots.
+func (c *Comm) ownSizeRow(k *coll, send [][]byte, o AlltoallvOptions, algo collective.Algorithm) (row *sizeRow, release func()) {
+	n := c.Size()
 	inlineMax := c.w.cfg.EagerLimit
 	if inlineMax < 0 {
 		inlineMax = int(^uint(0) >> 1)
 	}
-	// The head: sizes (n), inline flags (n), the algorithm, the model's
-	// digest, (on the world communicator) the drifted rates this rank
-	// observed on its incoming links (n, as float64 bits, 0 for none), and
-	// the receive buffers it grants in advance (n capacities, 0 for none).
-	world := c.id == worldCommID
-	row := make([]int64, 4*n+2)
+	row = newSizeRow(n)
 	for j, b := range send {
-		row[j] = int64(len(b))
-		if j != c.rank && (len(b) == 0 || len(b) <= inlineMax) {
-			row[n+j] = 1
-		}
+		row.sizes[j] = int64(len(b))
+		row.inline[j] = j != c.rank && (len(b) == 0 || len(b) <= inlineMax)
 	}
-	row[2*n] = int64(hashString(string(algo)))
-	row[2*n+1] = int64(c.w.modelDigest())
-	if world {
+	row.algo = hashString(string(algo))
+	row.model = c.w.modelDigest()
+	if c.id == worldCommID {
 		for src, rate := range c.w.driftProposals() {
-			row[2*n+2+src] = int64(math.Float64bits(rate))
+			row.drift[src] = rate
 		}
 	}
-	// With receive buffers, a large message may land in its buffer with
-	// no rendezvous request or grant at all, should the exchange turn out
-	// naive (every rank decides that alike, from the heads): the slots
-	// exist before this rank's head leaves, and a sender uses a grant only
-	// after it has the head, so no payload arrives before its slot.
-	ctxID := collCtx(c.id)
+	var granted []slotKey
 	if o.Recv != nil {
 		for j := range n {
 			if j != c.rank && cap(o.Recv[j]) > inlineMax {
-				key := slotKey{slotData, c.group[j], ctxID, k.tag, preGrantSeq}
+				key := slotKey{slotData, c.group[j], collCtx(c.id), k.tag, preGrantSeq}
 				c.w.getSlot(key, o.Recv[j][:cap(o.Recv[j])])
-				defer c.w.dropSlot(key)
-				row[3*n+2+j] = int64(cap(o.Recv[j]))
+				granted = append(granted, key)
+				row.grants[j] = int64(cap(o.Recv[j]))
 			}
 		}
 	}
-	head := putInt64s(row)
-	// An inline message rides behind the head, in the same message (one
-	// vectored write on stream links: no copy).
+	return row, func() {
+		for _, key := range granted {
+			c.w.dropSlot(key)
+		}
+	}
+}
+
+// heads is what the first round of an Alltoallv leaves.
+type heads struct {
+	algo    collective.Algorithm    // the algorithm this rank asked for
+	recv    [][]byte                // the messages that came inline, by source
+	bytes   [][]int64               // the size matrix of the large messages that remain
+	grants  []int64                 // the buffer each rank granted this one in advance
+	drifted map[int]map[int]float64 // receiver -> source -> observed rate
+}
+
+// headRound sends this rank's head, with its inline messages riding
+// behind it in the same message (one vectored write on stream links: no
+// copy), to every other rank, and reads theirs.
+func (c *Comm) headRound(k *coll, algo collective.Algorithm, send [][]byte, o AlltoallvOptions, mine *sizeRow) (*heads, error) {
+	n := c.Size()
+	head := mine.encode()
 	rows, err := k.exchange(head, func(j int) []byte {
-		if row[n+j] == 1 {
+		if mine.inline[j] {
 			return send[j]
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, k.err(err)
+		return nil, err
 	}
-	recv := make([][]byte, n)
-	var drifted map[int]map[int]float64 // receiver -> source -> observed rate
-	bytes := make([][]int64, n)         // the large messages that remain
-	grants := make([]int64, n)          // the buffer each rank granted this one in advance
+	h := &heads{algo: algo, recv: make([][]byte, n), bytes: make([][]int64, n), grants: make([]int64, n)}
 	for i, b := range rows {
-		kept := false // recv[i] is the inline message where it arrived, in b
-		if len(b) < len(head) {
-			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent a %d-byte size row, expected %d", ErrMismatch, i, len(b), len(head))})
-		}
-		v := getInt64s(b[:len(head)])
-		if v[2*n] != row[2*n] {
-			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d asked for another Alltoallv algorithm than %q", ErrMismatch, i, algo)})
-		}
-		if v[2*n+1] != row[2*n+1] {
-			return nil, k.err(&RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d plans with another cost model than this rank", ErrMismatch, i)})
-		}
-		if world {
-			for src := 0; src < n; src++ {
-				if bits := v[2*n+2+src]; bits != 0 {
-					if drifted == nil {
-						drifted = map[int]map[int]float64{}
-					}
-					if drifted[i] == nil {
-						drifted[i] = map[int]float64{}
-					}
-					drifted[i][src] = math.Float64frombits(uint64(bits))
-				}
-			}
-		}
-		bytes[i] = v[:n]
-		bytes[i][i] = 0
-		if i != c.rank {
-			grants[i] = v[3*n+2+c.rank]
-		}
-		for j := 0; j < n; j++ {
-			if v[n+j] == 1 {
-				if j == c.rank && i != c.rank {
-					data := b[len(head):len(b):len(b)]
-					if int64(len(data)) != v[j] {
-						return nil, k.err(c.sizeMismatch(i, " inline", int64(len(data)), v[j]))
-					}
-					switch {
-					case o.Recv != nil && cap(o.Recv[i]) >= len(data):
-						data = append(o.Recv[i][:0], data...)
-					case len(data) == 0:
-						data = []byte{}
-					default:
-						kept = true
-					}
-					recv[i] = data
-				}
-				bytes[i][j] = 0
-			}
-		}
-		// The row's buffer goes back to the pool unless the caller
-		// receives the inline message in it.
-		if i != c.rank && !kept {
-			putPayload(b)
+		if err := c.readHead(i, b, len(head), mine, o, h); err != nil {
+			return nil, err
 		}
 	}
-	recv[c.rank] = append(recvBuf(o.Recv, c.rank, len(send[c.rank]))[:0], send[c.rank]...)
-	// Every rank has the same proposals now: apply them before planning.
-	c.w.applyDrift(drifted)
-	bufs := o.Recv
+	return h, nil
+}
+
+// readHead takes in rank i's head b (this rank's own, for i == rank): its
+// row of the size matrix, its drift proposals, its grant to this rank and
+// the inline message it sent this rank.
+func (c *Comm) readHead(i int, b []byte, headLen int, mine *sizeRow, o AlltoallvOptions, h *heads) error {
+	n := c.Size()
+	if len(b) < headLen {
+		return &RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d sent a %d-byte size row, expected %d", ErrMismatch, i, len(b), headLen)}
+	}
+	v, err := decodeSizeRow(b[:headLen], n)
+	if err != nil {
+		return &RankError{Rank: c.group[i], Err: err}
+	}
+	if v.algo != mine.algo {
+		return &RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d asked for another Alltoallv algorithm than %q", ErrMismatch, i, h.algo)}
+	}
+	if v.model != mine.model {
+		return &RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d plans with another cost model than this rank", ErrMismatch, i)}
+	}
+	if c.id == worldCommID {
+		for src, rate := range v.drift {
+			if rate != 0 {
+				if h.drifted == nil {
+					h.drifted = map[int]map[int]float64{}
+				}
+				if h.drifted[i] == nil {
+					h.drifted[i] = map[int]float64{}
+				}
+				h.drifted[i][src] = rate
+			}
+		}
+	}
+	h.bytes[i] = v.sizes
+	h.bytes[i][i] = 0
+	kept := false // h.recv[i] is the inline message where it arrived, in b
+	if i != c.rank {
+		h.grants[i] = v.grants[c.rank]
+		if v.inline[c.rank] {
+			data := b[headLen:len(b):len(b)]
+			if int64(len(data)) != v.sizes[c.rank] {
+				return c.sizeMismatch(i, " inline", int64(len(data)), v.sizes[c.rank])
+			}
+			switch {
+			case o.Recv != nil && cap(o.Recv[i]) >= len(data):
+				data = append(o.Recv[i][:0], data...)
+			case len(data) == 0:
+				data = []byte{}
+			default:
+				kept = true
+			}
+			h.recv[i] = data
+		}
+	}
+	for j := range n {
+		if v.inline[j] {
+			h.bytes[i][j] = 0
+		}
+	}
+	// The row's buffer goes back to the pool unless the caller receives
+	// the inline message in it.
+	if i != c.rank && !kept {
+		putPayload(b)
+	}
+	return nil
+}
+
+// exchangeLarge moves the messages that did not ride inline: by the
+// algorithm's plan, or all at once (naive, or auto when that is
+// predicted faster), and records the timeline.
+func (c *Comm) exchangeLarge(k *coll, algo collective.Algorithm, send, bufs [][]byte, h *heads, mine []int64) (*Timeline, error) {
 	tl := &Timeline{algorithm: algo, start: time.Now()}
 	var plan *collective.Plan
 	if algo != Naive {
-		if plan, err = c.planFor(bytes, algo); err != nil {
-			return nil, k.err(err)
+		var err error
+		if plan, err = c.planFor(h.bytes, algo); err != nil {
+			return nil, err
 		}
 		// Auto also weighs posting everything at once: on a network whose
 		// ranks are limited by their interfaces rather than one-port, that
@@ -214,23 +274,15 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 		// reach when fast ranks talk to slow ones. The choice depends only
 		// on the sizes and the model, so every rank makes the same one.
 		if algo == collective.Auto && c.w.model.Load() != nil &&
-			collective.NICBound(c.model(), &collective.Exchange{Bytes: bytes}) < autoNaiveMargin*plan.Predicted {
+			collective.NICBound(c.model(), &collective.Exchange{Bytes: h.bytes}) < autoNaiveMargin*plan.Predicted {
 			plan, tl.algorithm = nil, Naive
 		}
 	}
 	if plan == nil {
-		err = c.naiveExchange(k, send, recv, bufs, bytes, grants, row[3*n+2:], tl)
-	} else {
-		tl.plan, tl.algorithm = plan, plan.Algorithm
-		err = c.executePlan(k, plan, send, recv, bufs, tl)
+		return tl, c.naiveExchange(k, send, h.recv, bufs, h.bytes, h.grants, mine, tl)
 	}
-	if err != nil {
-		return nil, k.err(err)
-	}
-	c.planMu.Lock()
-	c.timeline = tl
-	c.planMu.Unlock()
-	return recv, nil
+	tl.plan, tl.algorithm = plan, plan.Algorithm
+	return tl, c.executePlan(k, plan, send, h.recv, bufs, tl)
 }
 
 // autoNaiveMargin: Auto posts everything at once when the interface bound
