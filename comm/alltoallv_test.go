@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
@@ -27,7 +28,7 @@ func TestAlltoallvSendsEachMessageOnce(t *testing.T) {
 	ctx := context.Background()
 	for _, algo := range []collective.Algorithm{Naive, collective.OpenShop} {
 		for _, size := range []int{10, DefaultEagerLimit, DefaultEagerLimit + 1} {
-			onAll(t, comms, func(c *Comm) error {
+			commtest.OnAll(t, comms, func(c *Comm) error {
 				send := make([][]byte, 3)
 				for j := range send {
 					send[j] = make([]byte, size)
@@ -61,7 +62,7 @@ func TestAlltoallvRecycledBuffers(t *testing.T) {
 		}
 		return b
 	}
-	onAll(t, comms, func(c *Comm) error {
+	commtest.OnAll(t, comms, func(c *Comm) error {
 		me := c.Rank()
 		bufs := make([][]byte, n)
 		var kept [][][]byte // results received without buffers, checked at the end
@@ -177,7 +178,7 @@ func TestAlltoallvPreGranted(t *testing.T) {
 						}
 					}
 				}
-				onAll(t, comms, func(c *Comm) error {
+				commtest.OnAll(t, comms, func(c *Comm) error {
 					me := c.Rank()
 					send := make([][]byte, n)
 					bufs := make([][]byte, n)

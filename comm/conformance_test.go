@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 )
 
 // pattern returns deterministic content for (src, dst, salt) of n bytes.
@@ -52,7 +53,7 @@ func TestConformance(t *testing.T) {
 func runCollectives(t *testing.T, comms []*Comm, m int) {
 	ctx := context.Background()
 	n := len(comms)
-	onAll(t, comms, func(c *Comm) error {
+	commtest.OnAll(t, comms, func(c *Comm) error {
 		me := c.Rank()
 		if err := c.Barrier(ctx); err != nil {
 			return err
@@ -175,7 +176,7 @@ func TestAlltoallvRecvBuffers(t *testing.T) {
 	comms := startWorld(t, 3, "mem", func(c *Config) { c.EagerLimit = 1000 })
 	ctx := context.Background()
 	for _, algo := range []collective.Algorithm{collective.OpenShop, Naive} {
-		onAll(t, comms, func(c *Comm) error {
+		commtest.OnAll(t, comms, func(c *Comm) error {
 			me := c.Rank()
 			send := make([][]byte, 3)
 			bufs := make([][]byte, 3)
@@ -233,7 +234,7 @@ func TestMulticast(t *testing.T) {
 					return msgs
 				}
 				for _, algo := range append(collective.Algorithms(collective.KindMulticast), collective.Auto, Naive) {
-					onAll(t, comms, func(c *Comm) error {
+					commtest.OnAll(t, comms, func(c *Comm) error {
 						msgs := mkMsgs(n, c.Rank())
 						got, err := c.MulticastWith(ctx, msgs, MulticastOptions{Algorithm: algo})
 						if err != nil {

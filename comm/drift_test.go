@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
@@ -21,7 +22,7 @@ func TestDriftUpdatesTheModel(t *testing.T) {
 	comms := startShaped(t, netw, collective.NewUniformModel(n, 1e-4, 20e6), nil)
 	ctx := context.Background()
 	for it := 0; it < 6; it++ {
-		onAll(t, comms, func(c *Comm) error {
+		commtest.OnAll(t, comms, func(c *Comm) error {
 			send := make([][]byte, n)
 			for j := range send {
 				send[j] = make([]byte, 512<<10)

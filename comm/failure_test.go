@@ -12,6 +12,7 @@ import (
 
 	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 )
 
 // kill makes a rank vanish without a goodbye, as a crashed process would.
@@ -48,7 +49,7 @@ func TestRankDeathFailsEveryRank(t *testing.T) {
 			err := comms[0].Send(ctx, 3, 0, []byte("x"))
 			require.ErrorIs(t, err, ErrRankFailed)
 			require.ErrorIs(t, comms[1].Barrier(ctx), ErrRankFailed)
-			onAll(t, comms[:3], func(c *Comm) error {
+			commtest.OnAll(t, comms[:3], func(c *Comm) error {
 				if c.Rank() == 0 {
 					return c.Send(ctx, 1, 7, []byte("still alive"))
 				}
@@ -87,7 +88,7 @@ func TestWrongSecret(t *testing.T) {
 	errs := make([]error, 2)
 	comms := make([]*Comm, 2)
 	for r := 0; r < 2; r++ {
-		secret := testSecret
+		secret := commtest.Secret
 		if r == 1 {
 			secret = "not the job secret at all"
 		}
@@ -134,7 +135,7 @@ func TestArgumentErrors(t *testing.T) {
 		require.ErrorIs(t, err, ErrArgument, name)
 	}
 	// Nothing moved: a collective still works afterwards.
-	onAll(t, comms, func(c *Comm) error { return c.Barrier(ctx) })
+	commtest.OnAll(t, comms, func(c *Comm) error { return c.Barrier(ctx) })
 }
 
 func TestMismatchedCollectives(t *testing.T) {
@@ -195,7 +196,7 @@ func TestSplit(t *testing.T) {
 	comms := startWorld(t, 5, "mem", nil)
 	ctx := context.Background()
 	subs := make([]*Comm, 5)
-	onAll(t, comms, func(c *Comm) error {
+	commtest.OnAll(t, comms, func(c *Comm) error {
 		color := c.Rank() % 2
 		if c.Rank() == 4 {
 			color = Undefined
@@ -210,7 +211,7 @@ func TestSplit(t *testing.T) {
 	require.Equal(t, 1, subs[0].Rank())
 	require.Equal(t, 0, subs[2].Rank())
 	require.Equal(t, 2, subs[1].Size())
-	onAll(t, []*Comm{subs[0], subs[1], subs[2], subs[3]}, func(c *Comm) error {
+	commtest.OnAll(t, []*Comm{subs[0], subs[1], subs[2], subs[3]}, func(c *Comm) error {
 		sum, err := Allreduce(ctx, c, []int{c.WorldRank(c.Rank())}, Sum)
 		if err != nil {
 			return err
@@ -235,7 +236,7 @@ func TestSplit(t *testing.T) {
 func TestNonBlockingAndProbe(t *testing.T) {
 	comms := startWorld(t, 2, "mem", func(c *Config) { c.EagerLimit = 16 })
 	ctx := context.Background()
-	onAll(t, comms, func(c *Comm) error {
+	commtest.OnAll(t, comms, func(c *Comm) error {
 		if c.Rank() == 0 {
 			// Same tag, eager and rendezvous mixed: must arrive in order.
 			var reqs []*Request
@@ -306,7 +307,7 @@ func TestDupModelNowTimeout(t *testing.T) {
 	comms := startWorld(t, 3, "mem", func(c *Config) { c.OpTimeout = 50 * time.Millisecond })
 	ctx := context.Background()
 	dups := make([]*Comm, 3)
-	onAll(t, comms, func(c *Comm) error {
+	commtest.OnAll(t, comms, func(c *Comm) error {
 		d, err := c.Dup(ctx)
 		dups[c.Rank()] = d
 		return err

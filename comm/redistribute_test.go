@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 )
 
 func TestRedistribute(t *testing.T) {
@@ -28,7 +29,7 @@ func TestRedistribute(t *testing.T) {
 				for _, barrier := range []bool{false, true} {
 					for _, k := range []int{1, 2, 3} {
 						name := fmt.Sprintf("%s/barrier=%v/k=%d", algo, barrier, k)
-						onAll(t, comms, func(c *Comm) error {
+						commtest.OnAll(t, comms, func(c *Comm) error {
 							var send [][]byte
 							for i, s := range senders {
 								if s == c.Rank() {
@@ -128,7 +129,7 @@ func TestBackboneKRemembered(t *testing.T) {
 	require.False(t, measured)
 	require.Equal(t, 2, k)
 	ks := make([]int, 4)
-	onAll(t, comms, func(c *Comm) error {
+	commtest.OnAll(t, comms, func(c *Comm) error {
 		var err error
 		ks[c.Rank()], _, err = c.ProbeBackbone(ctx, senders, receivers)
 		return err

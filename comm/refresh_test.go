@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 	"github.com/hetcomm/hetcomm/transport"
 )
 
@@ -47,7 +48,7 @@ func refreshing(period time.Duration, share float64, more ...func(*Config)) func
 // spreads the drift proposals.
 func smallAlltoallv(t *testing.T, comms []*Comm) {
 	t.Helper()
-	onAll(t, comms, func(c *Comm) error {
+	commtest.OnAll(t, comms, func(c *Comm) error {
 		send := make([][]byte, c.Size())
 		for j := range send {
 			send[j] = []byte{byte(c.Rank()), byte(j)}
@@ -99,7 +100,7 @@ func TestRefreshStaysOutOfBusyTraffic(t *testing.T) {
 	comms := startShaped(t, memAt(t, 50e6), collective.NewUniformModel(n, 1e-4, 50e6), refreshing(10*time.Millisecond, 0.5))
 	stop := time.Now().Add(time.Second)
 	for time.Now().Before(stop) {
-		onAll(t, comms, func(c *Comm) error {
+		commtest.OnAll(t, comms, func(c *Comm) error {
 			send := make([][]byte, n)
 			for j := range send {
 				send[j] = make([]byte, 64<<10)
@@ -155,7 +156,7 @@ func TestRefreshDuringReprobe(t *testing.T) {
 	const n = 3
 	comms := startShaped(t, memAt(t, 20e6), collective.NewUniformModel(n, 1e-4, 5e6), refreshing(2*time.Millisecond, 0.5))
 	time.Sleep(100 * time.Millisecond) // refreshes are under way
-	onAll(t, comms, func(c *Comm) error { return c.Reprobe(context.Background()) })
+	commtest.OnAll(t, comms, func(c *Comm) error { return c.Reprobe(context.Background()) })
 	m := comms[0].Model()
 	for r, c := range comms {
 		require.Equal(t, m, c.Model(), "rank %d has another model", r)

@@ -5,19 +5,17 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/bootstrap"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 	"github.com/hetcomm/hetcomm/internal/freeport"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
-
-const testSecret = "test secret for hetcomm worlds"
 
 // freePort returns a loopback address that was free a moment ago.
 func freePort(t testing.TB) string {
@@ -45,64 +43,14 @@ func startWorldOn(t testing.TB, n int, transportName string, netw transport.Netw
 	} else {
 		coord = freePort(t)
 	}
-	job := fmt.Sprintf("test-%s-%d", t.Name(), time.Now().UnixNano())
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			cfg := &Config{
-				Bootstrap: &bootstrap.Bootstrap{Rank: r, Size: n, Coord: coord, Secret: []byte(testSecret), Job: job, Transport: transportName, Timeout: 20 * time.Second},
-				Network:   netw,
-				Probe:     netprobe.ModeOff, // probe tests turn it on
-			}
-			if tweak != nil {
-				tweak(cfg)
-			}
-			comms[r], errs[r] = Init(ctx, cfg)
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		require.NoError(t, err, "rank %d", r)
-	}
-	t.Cleanup(func() { closeAll(comms) })
-	return comms
-}
-
-func closeAll(comms []*Comm) {
-	var wg sync.WaitGroup
-	for _, c := range comms {
-		if c == nil {
-			continue
+	return commtest.Start(t, n, func(b *bootstrap.Bootstrap) (*Comm, error) {
+		b.Coord, b.Transport = coord, transportName
+		cfg := &Config{Bootstrap: b, Network: netw, Probe: netprobe.ModeOff} // probe tests turn it on
+		if tweak != nil {
+			tweak(cfg)
 		}
-		wg.Add(1)
-		go func(c *Comm) { defer wg.Done(); c.Close() }(c)
-	}
-	wg.Wait()
-}
-
-// onAll runs f on every rank concurrently and fails the test with every
-// rank's error.
-func onAll(t testing.TB, comms []*Comm, f func(c *Comm) error) {
-	t.Helper()
-	errs := make([]error, len(comms))
-	var wg sync.WaitGroup
-	for i, c := range comms {
-		wg.Add(1)
-		go func(i int, c *Comm) {
-			defer wg.Done()
-			errs[i] = f(c)
-		}(i, c)
-	}
-	wg.Wait()
-	for i, err := range errs {
-		require.NoError(t, err, "rank %d", i)
-	}
+		return Init(context.Background(), cfg)
+	})
 }
 
 func TestInitSingleton(t *testing.T) {
@@ -134,7 +82,7 @@ func TestPointToPoint(t *testing.T) {
 			for i := range big {
 				big[i] = byte(i * 7)
 			}
-			onAll(t, comms, func(c *Comm) error {
+			commtest.OnAll(t, comms, func(c *Comm) error {
 				switch c.Rank() {
 				case 0:
 					if err := c.Send(ctx, 1, 5, []byte("small")); err != nil {
@@ -181,7 +129,7 @@ func TestProcNull(t *testing.T) {
 	comms := startWorld(t, 3, "mem", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	onAll(t, comms, func(c *Comm) error {
+	commtest.OnAll(t, comms, func(c *Comm) error {
 		me, n := c.Rank(), c.Size()
 		up, down := me-1, me+1
 		if up < 0 {
@@ -261,7 +209,7 @@ func TestRails(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			sizes := []int{0, 10, 70000, 4 << 20}
-			onAll(t, comms, func(c *Comm) error {
+			commtest.OnAll(t, comms, func(c *Comm) error {
 				for _, size := range sizes {
 					send := make([][]byte, 3)
 					for j := range send {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
-	"github.com/hetcomm/hetcomm/internal/commtest"
+	"github.com/hetcomm/hetcomm/internal/worldtest"
 	"github.com/hetcomm/hetcomm/internal/freeport"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
@@ -47,7 +47,7 @@ func shapedWorld(t *testing.T, n int, rate func(i, j int) float64, delay func(i,
 			}
 		}
 	}
-	return commtest.Start(t, n, netw, func(_ int, c *comm.Config) {
+	return worldtest.Start(t, n, netw, func(_ int, c *comm.Config) {
 		c.Bootstrap.Job, c.Bootstrap.Timeout = t.Name(), time.Minute // the cache tests start the same job twice
 		c.Probe, c.CacheDir, c.ProbeConfig = mode, cacheDir, probeCfg
 	})
@@ -215,7 +215,7 @@ func TestProbeEmulatedTCP(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	coord, err := freeport.Loopback()
 	require.NoError(t, err)
-	comms := commtest.Start(t, n, nil, func(_ int, c *comm.Config) {
+	comms := worldtest.Start(t, n, nil, func(_ int, c *comm.Config) {
 		c.Network = nil // real TCP links, shaped in user space
 		b := c.Bootstrap
 		b.Coord, b.Transport, b.Timeout, b.Emulate = coord, "tcp", time.Minute, path

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hetcomm/hetcomm/comm"
-	"github.com/hetcomm/hetcomm/internal/commtest"
+	"github.com/hetcomm/hetcomm/internal/worldtest"
 	"github.com/hetcomm/hetcomm/taskmap"
 	"github.com/hetcomm/hetcomm/taskmap/taskrun"
 	"github.com/stretchr/testify/require"
@@ -73,7 +73,7 @@ func TestFactorOnRanks(t *testing.T) {
 	const n = 3
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	comms := commtest.Start(t, n, nil, nil)
+	comms := worldtest.Start(t, n, nil, nil)
 	var wg sync.WaitGroup
 	for _, pace := range []time.Duration{0, time.Millisecond} {
 		for _, a := range []taskmap.Algorithm{taskmap.Static, taskmap.GS, taskmap.CD} {

@@ -1,71 +1,86 @@
-// Package commtest starts worlds of in-process ranks for the tests of the
-// packages built on comm.
+// Package commtest starts worlds of in-process ranks for tests: comm's own
+// tests (which cannot import a package that imports comm) and, through
+// package worldtest, the tests of the packages built on comm. It knows
+// nothing of comm itself: a test gives it the function that starts one
+// rank.
 package commtest
 
 import (
-	"context"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hetcomm/hetcomm/bootstrap"
-	"github.com/hetcomm/hetcomm/comm"
-	"github.com/hetcomm/hetcomm/transport"
 )
 
 // Secret is the job secret of the worlds Start makes.
 const Secret = "commtest secret of at least 32 bytes"
 
-// Start starts n ranks in this process over netw (a fresh in-memory
-// network when nil) and returns their world communicators, closed when
-// the test ends. Each rank's config has the bootstrap filled in (mem
-// transport, a job of its own, a 20 s timeout) and then goes through tweak,
-// if set, which may change anything (a nil Network and a tcp transport with
-// a Coord run the ranks over real sockets). It fails the test, naming the rank, if a rank cannot start.
-func Start(t testing.TB, n int, netw transport.Network, tweak func(rank int, c *comm.Config)) []*comm.Comm {
+// Start starts n ranks at once, each with start(b), where b is that rank's
+// bootstrap in an in-process world: the mem transport, a job of the
+// test's own, Secret, a 20 s timeout (start may change any of it, the
+// same way on every rank). It returns the ranks, and closes them all at
+// once when the test ends (a world's Close waits for the others). It
+// fails the test, naming the rank, if a rank cannot start.
+func Start[R io.Closer](t testing.TB, n int, start func(b *bootstrap.Bootstrap) (R, error)) []R {
 	t.Helper()
-	if netw == nil {
-		netw = transport.NewMemNetwork(1)
-	}
 	job := fmt.Sprintf("commtest-%s-%d", t.Name(), time.Now().UnixNano())
-	comms := make([]*comm.Comm, n)
+	ranks := make([]R, n)
+	started := make([]bool, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
+	for r := range n {
 		wg.Add(1)
-		go func(r int) {
+		go func() {
 			defer wg.Done()
-			cfg := &comm.Config{
-				Bootstrap: &bootstrap.Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte(Secret), Job: job, Transport: "mem", Timeout: 20 * time.Second},
-				Network:   netw,
-			}
-			if tweak != nil {
-				tweak(r, cfg)
-			}
-			comms[r], errs[r] = comm.Init(context.Background(), cfg)
-		}(r)
+			b := &bootstrap.Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte(Secret), Job: job, Transport: "mem", Timeout: 20 * time.Second}
+			ranks[r], errs[r] = start(b)
+			started[r] = errs[r] == nil
+		}()
 	}
 	wg.Wait()
-	t.Cleanup(func() { closeAll(comms) })
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for r, x := range ranks {
+			if started[r] {
+				wg.Add(1)
+				go func() { defer wg.Done(); x.Close() }()
+			}
+		}
+		wg.Wait()
+	})
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("commtest: rank %d: %v", r, err)
 		}
 	}
-	return comms
+	return ranks
 }
 
-// closeAll closes every started communicator at once (Close of the world
-// waits for the others).
-func closeAll(comms []*comm.Comm) {
+// OnAll runs f on every rank at once and fails the test with every
+// rank's error, naming the rank.
+func OnAll[R any](t testing.TB, ranks []R, f func(R) error) {
+	t.Helper()
+	errs := make([]error, len(ranks))
 	var wg sync.WaitGroup
-	for _, c := range comms {
-		if c == nil {
-			continue
-		}
+	for i, x := range ranks {
 		wg.Add(1)
-		go func(c *comm.Comm) { defer wg.Done(); c.Close() }(c)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(x)
+		}()
 	}
 	wg.Wait()
+	failed := false
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", i, err)
+			failed = true
+		}
+	}
+	if failed {
+		t.FailNow()
+	}
 }

@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/hetcomm/hetcomm/comm"
-	"github.com/hetcomm/hetcomm/internal/commtest"
+	"github.com/hetcomm/hetcomm/internal/worldtest"
 )
 
 // startWorld starts n ranks in this process over comm's in-memory
 // network and returns their world communicators.
 func startWorld(t testing.TB, n int) []*comm.Comm {
 	t.Helper()
-	return commtest.Start(t, n, nil, nil)
+	return worldtest.Start(t, n, nil, nil)
 }
 
 // onAll runs f on every rank at once and returns the results.
