@@ -13,8 +13,8 @@ import (
 
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
-	"github.com/hetcomm/hetcomm/internal/worldtest"
 	"github.com/hetcomm/hetcomm/internal/freeport"
+	"github.com/hetcomm/hetcomm/internal/worldtest"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
