@@ -198,10 +198,9 @@ func (w *world) unpost(ctxID uint32, r *recvReq) {
 	}
 }
 
-// getSlot returns (creating it if needed) a rendezvous slot.
-func (w *world) getSlot(k slotKey, buf []byte) *slot {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// slotLocked returns slot k, creating it if needed (w.mu held); a new
+// slot of a failed peer is complete at once, with the peer's failure.
+func (w *world) slotLocked(k slotKey) *slot {
 	s := w.slots[k]
 	if s == nil {
 		s = &slot{ch: make(chan struct{})}
@@ -211,6 +210,15 @@ func (w *world) getSlot(k slotKey, buf []byte) *slot {
 			close(s.ch)
 		}
 	}
+	return s
+}
+
+// getSlot returns (creating it if needed) a rendezvous slot, giving it
+// buf when buf is not nil.
+func (w *world) getSlot(k slotKey, buf []byte) *slot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.slotLocked(k)
 	if buf != nil {
 		s.buf = buf
 	}
@@ -239,11 +247,7 @@ func (w *world) dropSlot(k slotKey) {
 func (w *world) fire(k slotKey, err error, n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := w.slots[k]
-	if s == nil {
-		s = &slot{ch: make(chan struct{})}
-		w.slots[k] = s
-	}
+	s := w.slotLocked(k)
 	if s.done {
 		return
 	}

@@ -5,8 +5,9 @@ import (
 	"context"
 	"io"
 	"net"
-	"sync"
 	"time"
+
+	"github.com/hetcomm/hetcomm/transport/internal/linkutil"
 )
 
 // Frame I/O on byte streams. A frameWriter and a frameReader turn any
@@ -29,28 +30,10 @@ const (
 )
 
 // lock is a mutex whose acquisition can be abandoned when ctx ends or the
-// link closes.
-type lock chan struct{}
+// link closes (shared with transport/quic).
+type lock = linkutil.Lock
 
-func newLock() lock { return make(lock, 1) }
-
-func (l lock) acquire(ctx context.Context, closed <-chan struct{}) error {
-	select {
-	case l <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case l <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-closed:
-		return ErrClosed
-	}
-}
-
-func (l lock) release() { <-l }
+func newLock() lock { return linkutil.NewLock() }
 
 // interruptible runs op, and if ctx ends before op returns, sets a deadline
 // in the past with set so that op's blocking I/O returns. The deadline is
@@ -307,30 +290,8 @@ func readPayload(r io.Reader, h *Header, alloc func(Header) []byte) ([]byte, err
 	return b, nil
 }
 
-// closer implements idempotent close with a quit channel.
-type closer struct {
-	once sync.Once
-	quit chan struct{}
-}
+// closer implements idempotent close with a quit channel (shared with
+// transport/quic).
+type closer = linkutil.Closer
 
-func newCloser() closer { return closer{quit: make(chan struct{})} }
-
-func (c *closer) isClosed() bool {
-	select {
-	case <-c.quit:
-		return true
-	default:
-		return false
-	}
-}
-
-// close runs f once and reports whether this call did.
-func (c *closer) close(f func()) bool {
-	did := false
-	c.once.Do(func() {
-		close(c.quit)
-		f()
-		did = true
-	})
-	return did
-}
+func newCloser() closer { return linkutil.NewCloser() }

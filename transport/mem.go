@@ -94,7 +94,7 @@ func (n *MemNetwork) Listen(addr string, cfg Config) (Listener, error) {
 		return newMemLink(mc.end, &c, peer, mc.remote, ml.addr)
 	}
 	ml.s = s
-	ml.quit = s.c.quit
+	ml.quit = s.c.Quit
 	// Publish the listener only once it is complete: Dial reads it.
 	n.mu.Lock()
 	if _, dup := n.listeners[addr]; dup {
@@ -294,7 +294,7 @@ func (l *memLink) Send(ctx context.Context, h Header, payload []byte) error {
 	p.queued += size
 	p.changed()
 	p.mu.Unlock()
-	if err := sleepUntil(ctx, depart, l.c.quit); err != nil {
+	if err := sleepUntil(ctx, depart, l.c.Quit); err != nil {
 		if !errors.Is(err, ErrClosed) {
 			l.Close() // the message is half sent: end the link
 		}
@@ -378,7 +378,7 @@ func (l *memLink) recv(ctx context.Context, stoppable bool) (Message, error) {
 }
 
 func (l *memLink) Close() error {
-	l.c.close(func() {
+	l.c.Close(func() {
 		out, in := l.end.out, l.end.in
 		out.mu.Lock()
 		out.senderClosed = true

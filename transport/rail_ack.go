@@ -92,7 +92,7 @@ func (rs *RailSet) ackLoop() {
 		case <-rs.ackCh:
 		case <-rs.tick.C:
 			tick = true
-		case <-rs.c.quit:
+		case <-rs.c.Quit:
 			return
 		}
 		rs.mu.Lock()

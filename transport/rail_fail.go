@@ -32,7 +32,7 @@ func (rs *RailSet) failRail(r *rail, cause error) {
 		rs.mu.Unlock()
 		return
 	}
-	quiet := rs.peerBye || rs.c.isClosed()
+	quiet := rs.peerBye || rs.c.IsClosed()
 	if errors.Is(cause, errRailBye) {
 		cause = ErrPeerClosed
 	}
@@ -122,7 +122,7 @@ func (rs *RailSet) terminateLocked(cause error) bool {
 		return false
 	}
 	switch {
-	case rs.c.isClosed():
+	case rs.c.IsClosed():
 		rs.err = ErrClosed
 	case rs.peerBye:
 		rs.err = ErrPeerClosed

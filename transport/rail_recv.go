@@ -67,7 +67,7 @@ func (rs *RailSet) Recv(ctx context.Context) (Message, error) {
 
 func (rs *RailSet) recvLocked(ctx context.Context) (Message, error) {
 	for {
-		if rs.c.isClosed() {
+		if rs.c.IsClosed() {
 			return Message{}, ErrClosed
 		}
 		if rs.readyHead < len(rs.ready) {
@@ -101,7 +101,7 @@ func (rs *RailSet) recvLocked(ctx context.Context) (Message, error) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-		case <-rs.c.quit:
+		case <-rs.c.Quit:
 		}
 		rs.mu.Lock()
 		rs.recvWait--

@@ -65,7 +65,7 @@ func (rs *RailSet) Send(ctx context.Context, h Header, payload []byte) error {
 
 	rs.mu.Lock()
 	for {
-		if rs.c.isClosed() {
+		if rs.c.IsClosed() {
 			rs.mu.Unlock()
 			return rs.opErr("send", ErrClosed)
 		}
@@ -86,7 +86,7 @@ func (rs *RailSet) Send(ctx context.Context, h Header, payload []byte) error {
 		case <-ch:
 		case <-ctx.Done():
 			err = ctx.Err()
-		case <-rs.c.quit:
+		case <-rs.c.Quit:
 		}
 		rs.mu.Lock()
 		rs.sendWait--
@@ -358,7 +358,7 @@ func (rs *RailSet) waitAck(ctx context.Context, m *outMsg) error {
 				return rs.opErr("send", ctxErr)
 			case m.acked:
 				return nil
-			case rs.c.isClosed():
+			case rs.c.IsClosed():
 				return rs.opErr("send", ErrClosed)
 			case rs.err != nil:
 				return rs.opErr("send", rs.err)
@@ -380,7 +380,7 @@ func (rs *RailSet) waitAck(ctx context.Context, m *outMsg) error {
 			continue
 		}
 		done = nil
-		if m.acked || rs.err != nil || rs.c.isClosed() {
+		if m.acked || rs.err != nil || rs.c.IsClosed() {
 			continue
 		}
 		switch rs.cancelLocked(m) {

@@ -447,7 +447,7 @@ var ioCtx = context.Background()
 // link and waits for its goroutines. Pending Send and Recv fail with
 // ErrClosed. It is idempotent.
 func (rs *RailSet) Close() error {
-	rs.c.close(func() {
+	rs.c.Close(func() {
 		rs.sayBye()
 		rs.mu.Lock()
 		for _, r := range rs.rails {

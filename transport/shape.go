@@ -227,7 +227,7 @@ func (l *shapedLink) Send(ctx context.Context, h Header, payload []byte) error {
 	size := len(payload) + HeaderSize
 	l.mu.Lock()
 	for {
-		if l.c.isClosed() {
+		if l.c.IsClosed() {
 			l.mu.Unlock()
 			return l.opErr(ErrClosed)
 		}
@@ -245,7 +245,7 @@ func (l *shapedLink) Send(ctx context.Context, h Header, payload []byte) error {
 		case <-ch:
 		case <-ctx.Done():
 			return l.opErr(ctx.Err())
-		case <-l.c.quit:
+		case <-l.c.Quit:
 			return l.opErr(ErrClosed)
 		}
 		l.mu.Lock()
@@ -259,7 +259,7 @@ func (l *shapedLink) Send(ctx context.Context, h Header, payload []byte) error {
 	l.queued += size
 	l.changed()
 	l.mu.Unlock()
-	if err := sleepUntil(ctx, depart, l.c.quit); err != nil {
+	if err := sleepUntil(ctx, depart, l.c.Quit); err != nil {
 		if !errors.Is(err, ErrClosed) {
 			// The message is half on the wire: the link cannot continue.
 			l.Close()
@@ -280,7 +280,7 @@ func (l *shapedLink) run() {
 			select {
 			case <-ch:
 				continue
-			case <-l.c.quit:
+			case <-l.c.Quit:
 				return
 			}
 		}
@@ -290,7 +290,7 @@ func (l *shapedLink) run() {
 		if l.pacer.s.Delay > 0 {
 			wait = spinUntil // latency is what an emulated delay is for
 		}
-		if wait(l.ctx, it.at, l.c.quit) != nil {
+		if wait(l.ctx, it.at, l.c.Quit) != nil {
 			return
 		}
 		err := l.Link.Send(l.ctx, it.h, it.p)
@@ -310,7 +310,7 @@ func (l *shapedLink) run() {
 }
 
 func (l *shapedLink) Close() error {
-	l.c.close(func() {
+	l.c.Close(func() {
 		l.cancel()
 		_ = l.Link.Close()
 		l.wg.Wait()

@@ -102,14 +102,14 @@ func (l *streamLink) SendParts(ctx context.Context, h Header, parts ...[]byte) e
 	if int64(size) > l.cfg.MaxMessage {
 		return l.opErr("send", &FrameError{Field: "length", Value: uint64(size), Limit: uint64(l.cfg.MaxMessage), Err: ErrTooLarge})
 	}
-	if err := l.w.mu.acquire(ctx, l.c.quit); err != nil {
+	if err := l.w.mu.Acquire(ctx, l.c.Quit, ErrClosed); err != nil {
 		if errors.Is(err, ErrClosed) {
 			err = l.deadErr()
 		}
 		return l.opErr("send", err)
 	}
-	defer l.w.mu.release()
-	if l.c.isClosed() {
+	defer l.w.mu.Release()
+	if l.c.IsClosed() {
 		return l.opErr("send", l.deadErr())
 	}
 	h.Version, h.Job, h.Src, h.Len = Version, l.cfg.JobID, uint32(l.cfg.Rank), uint64(size)
@@ -117,8 +117,8 @@ func (l *streamLink) SendParts(ctx context.Context, h Header, parts ...[]byte) e
 	if err == nil {
 		return nil
 	}
-	cerr := classify(ctx, err, l.c.isClosed())
-	if l.c.isClosed() {
+	cerr := classify(ctx, err, l.c.IsClosed())
+	if l.c.IsClosed() {
 		cerr = l.deadErr()
 	} else if (n > 0 || !l.w.vectored) && !errors.Is(cerr, ErrPeerClosed) {
 		// Framing is lost if part of the message went out. On anything but
@@ -130,14 +130,14 @@ func (l *streamLink) SendParts(ctx context.Context, h Header, parts ...[]byte) e
 }
 
 func (l *streamLink) Recv(ctx context.Context) (Message, error) {
-	if err := l.r.mu.acquire(ctx, l.c.quit); err != nil {
+	if err := l.r.mu.Acquire(ctx, l.c.Quit, ErrClosed); err != nil {
 		if errors.Is(err, ErrClosed) {
 			err = l.deadErr()
 		}
 		return Message{}, l.opErr("recv", err)
 	}
-	defer l.r.mu.release()
-	if l.c.isClosed() {
+	defer l.r.mu.Release()
+	if l.c.IsClosed() {
 		return Message{}, l.opErr("recv", l.deadErr())
 	}
 	m, started, err := l.r.read(ctx)
@@ -151,11 +151,11 @@ func (l *streamLink) Recv(ctx context.Context) (Message, error) {
 // except that stopRecv ends its wait for the first byte of a frame.
 func (l *streamLink) recvStoppable() (Message, error) {
 	ctx := context.Background()
-	if err := l.r.mu.acquire(ctx, l.c.quit); err != nil {
+	if err := l.r.mu.Acquire(ctx, l.c.Quit, ErrClosed); err != nil {
 		return Message{}, l.opErr("recv", l.deadErr())
 	}
-	defer l.r.mu.release()
-	if l.c.isClosed() {
+	defer l.r.mu.Release()
+	if l.c.IsClosed() {
 		return Message{}, l.opErr("recv", l.deadErr())
 	}
 	if l.r.r.Buffered() == 0 {
@@ -211,10 +211,10 @@ func (l *streamLink) stopRecv() {
 // recvErr classifies a failed read; started says whether it consumed
 // part of a frame. It closes the link if framing was lost.
 func (l *streamLink) recvErr(ctx context.Context, err error, started bool) error {
-	cerr := classify(ctx, err, l.c.isClosed())
+	cerr := classify(ctx, err, l.c.IsClosed())
 	var fe *FrameError
 	switch {
-	case l.c.isClosed():
+	case l.c.IsClosed():
 		cerr = l.deadErr()
 	case errors.As(cerr, &fe):
 		l.breakLink("recv", cerr)
@@ -225,7 +225,7 @@ func (l *streamLink) recvErr(ctx context.Context, err error, started bool) error
 }
 
 func (l *streamLink) Close() error {
-	l.c.close(func() { _ = l.conn.Close() })
+	l.c.Close(func() { _ = l.conn.Close() })
 	return nil
 }
 
@@ -288,25 +288,25 @@ func (s *streamListener) acceptLoop() {
 	for {
 		conn, err := s.accept()
 		if err != nil {
-			if s.c.isClosed() || errors.Is(err, net.ErrClosed) {
+			if s.c.IsClosed() || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			s.cfg.Logger.Warn("transport: accept failed", "transport", s.kind.String(), "err", err)
 			select {
 			case <-time.After(50 * time.Millisecond):
-			case <-s.c.quit:
+			case <-s.c.Quit:
 				return
 			}
 			continue
 		}
 		select {
 		case s.sem <- struct{}{}:
-		case <-s.c.quit:
+		case <-s.c.Quit:
 			_ = conn.Close()
 			return
 		}
 		s.mu.Lock()
-		if s.c.isClosed() {
+		if s.c.IsClosed() {
 			s.mu.Unlock()
 			_ = conn.Close()
 			<-s.sem
@@ -329,14 +329,14 @@ func (s *streamListener) serve(conn net.Conn) {
 	s.mu.Unlock()
 	if err != nil {
 		_ = conn.Close()
-		if !s.c.isClosed() {
+		if !s.c.IsClosed() {
 			logReject(s.cfg.Logger, s.kind, conn.RemoteAddr(), err)
 		}
 		return
 	}
 	select {
 	case s.links <- link:
-	case <-s.c.quit:
+	case <-s.c.Quit:
 		_ = link.Close()
 	}
 }
@@ -383,14 +383,14 @@ func (s *streamListener) Accept(ctx context.Context) (Link, error) {
 		return l, nil
 	case <-ctx.Done():
 		return nil, &OpError{Op: "accept", Transport: s.kind, Peer: AnyRank, Addr: s.addr, Err: ctx.Err()}
-	case <-s.c.quit:
+	case <-s.c.Quit:
 		return nil, &OpError{Op: "accept", Transport: s.kind, Peer: AnyRank, Addr: s.addr, Err: ErrClosed}
 	}
 }
 
 func (s *streamListener) Close() error {
 	var err error
-	s.c.close(func() {
+	s.c.Close(func() {
 		err = s.lnStop()
 		s.mu.Lock()
 		for c := range s.pending {

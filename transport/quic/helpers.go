@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 
 	"github.com/hetcomm/hetcomm/transport"
+	"github.com/hetcomm/hetcomm/transport/internal/linkutil"
 	quicgo "github.com/quic-go/quic-go"
 )
 
@@ -65,53 +65,11 @@ func resolveLocal(s string) (*net.UDPAddr, error) {
 	return net.ResolveUDPAddr("udp", net.JoinHostPort(host, port))
 }
 
-// lock is a mutex whose acquisition can be abandoned when ctx ends or the
-// link closes.
-type lock chan struct{}
+// lock and closer are the helpers transport's own links use.
+type (
+	lock   = linkutil.Lock
+	closer = linkutil.Closer
+)
 
-func newLock() lock { return make(lock, 1) }
-
-// acquire takes the lock, or fails with ctx's error or, once closed is
-// closed, with transport.ErrClosed.
-func (l lock) acquire(ctx context.Context, closed <-chan struct{}) error {
-	select {
-	case l <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case l <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-closed:
-		return transport.ErrClosed
-	}
-}
-
-func (l lock) release() { <-l }
-
-// closer implements idempotent close with a quit channel.
-type closer struct {
-	once sync.Once
-	quit chan struct{}
-}
-
-func newCloser() closer { return closer{quit: make(chan struct{})} }
-
-func (c *closer) isClosed() bool {
-	select {
-	case <-c.quit:
-		return true
-	default:
-		return false
-	}
-}
-
-// close closes quit and runs f, once.
-func (c *closer) close(f func()) {
-	c.once.Do(func() {
-		close(c.quit)
-		f()
-	})
-}
+func newLock() lock     { return linkutil.NewLock() }
+func newCloser() closer { return linkutil.NewCloser() }

@@ -132,7 +132,7 @@ func (l *listener) acceptLoop() {
 	for {
 		conn, err := l.ln.Accept(l.ctx)
 		if err != nil {
-			if l.c.isClosed() {
+			if l.c.IsClosed() {
 				return
 			}
 			l.cfg.Logger.Warn("transport: accept failed", "transport", "quic", "err", err)
@@ -143,7 +143,7 @@ func (l *listener) acceptLoop() {
 		}
 		select {
 		case sem <- struct{}{}:
-		case <-l.c.quit:
+		case <-l.c.Quit:
 			_ = conn.CloseWithError(codeClosed, "listener closed")
 			return
 		}
@@ -160,14 +160,14 @@ func (l *listener) acceptLoop() {
 			l.mu.Unlock()
 			if err != nil {
 				_ = conn.CloseWithError(codeAuth, "handshake failed")
-				if !l.c.isClosed() {
+				if !l.c.IsClosed() {
 					logReject(l.cfg, conn.RemoteAddr(), err)
 				}
 				return
 			}
 			select {
 			case l.links <- link:
-			case <-l.c.quit:
+			case <-l.c.Quit:
 				_ = link.Close()
 			}
 		}()
@@ -202,7 +202,7 @@ func (l *listener) Accept(ctx context.Context) (transport.Link, error) {
 		return link, nil
 	case <-ctx.Done():
 		return nil, &transport.OpError{Op: "accept", Transport: transport.KindQUIC, Peer: transport.AnyRank, Addr: l.Addr(), Err: ctx.Err()}
-	case <-l.c.quit:
+	case <-l.c.Quit:
 		return nil, &transport.OpError{Op: "accept", Transport: transport.KindQUIC, Peer: transport.AnyRank, Addr: l.Addr(), Err: transport.ErrClosed}
 	}
 }
@@ -210,7 +210,7 @@ func (l *listener) Accept(ctx context.Context) (transport.Link, error) {
 // Close stops accepting. Links already accepted keep the UDP socket open
 // until they close too: the socket is shared by all of them.
 func (l *listener) Close() error {
-	l.c.close(func() {
+	l.c.Close(func() {
 		defer l.unref()
 		l.cancel()
 		_ = l.ln.Close()
@@ -368,13 +368,13 @@ func (l *link) readLoop(fr *transport.FrameReader) {
 			if errors.As(err, &fe) {
 				l.die(err, codeBadFrame)
 			} else {
-				l.die(classify(nil, err, l.c.isClosed()), codeClosed)
+				l.die(classify(nil, err, l.c.IsClosed()), codeClosed)
 			}
 			return
 		}
 		select {
 		case l.inbox <- m:
-		case <-l.c.quit:
+		case <-l.c.Quit:
 			return
 		}
 	}
@@ -402,7 +402,7 @@ func (l *link) acceptLoop() {
 }
 
 func (l *link) deadErr() error {
-	if l.c.isClosed() {
+	if l.c.IsClosed() {
 		if l.broken.Load() {
 			if p := l.err.Load(); p != nil {
 				return fmt.Errorf("%w: link broken: %w", transport.ErrClosed, *p)
@@ -424,23 +424,23 @@ func (l *link) Send(ctx context.Context, h transport.Header, payload []byte) err
 		return l.opErr("send", &transport.FrameError{Field: "length", Value: uint64(len(payload)), Limit: uint64(l.cfg.MaxMessage), Err: transport.ErrTooLarge})
 	}
 	w := l.writers[transport.ChannelOf(h.Type)]
-	if err := w.mu.acquire(ctx, l.c.quit); err != nil {
+	if err := w.mu.Acquire(ctx, l.c.Quit, transport.ErrClosed); err != nil {
 		if errors.Is(err, transport.ErrClosed) {
 			err = l.deadErr()
 		}
 		return l.opErr("send", err)
 	}
-	defer w.mu.release()
-	if l.c.isClosed() {
+	defer w.mu.Release()
+	if l.c.IsClosed() {
 		return l.opErr("send", l.deadErr())
 	}
 	if w.fw == nil {
 		st, err := l.conn.OpenUniStreamSync(ctx)
 		if err != nil {
-			return l.opErr("send", classify(ctx, err, l.c.isClosed()))
+			return l.opErr("send", classify(ctx, err, l.c.IsClosed()))
 		}
 		if _, err := st.Write([]byte{byte(w.ch)}); err != nil {
-			return l.opErr("send", classify(ctx, err, l.c.isClosed()))
+			return l.opErr("send", classify(ctx, err, l.c.IsClosed()))
 		}
 		st.SetPriority(urgencyBulk, true)
 		w.fw = transport.NewFrameWriter(st, st.SetWriteDeadline)
@@ -450,8 +450,8 @@ func (l *link) Send(ctx context.Context, h transport.Header, payload []byte) err
 	if err == nil {
 		return nil
 	}
-	cerr := classify(ctx, err, l.c.isClosed())
-	if l.c.isClosed() {
+	cerr := classify(ctx, err, l.c.IsClosed())
+	if l.c.IsClosed() {
 		cerr = l.deadErr()
 	} else if n > 0 && !errors.Is(cerr, transport.ErrPeerClosed) {
 		l.die(cerr, codeBadFrame)
@@ -471,7 +471,7 @@ func (l *link) Recv(ctx context.Context) (transport.Message, error) {
 		return m, nil
 	case <-ctx.Done():
 		return transport.Message{}, l.opErr("recv", ctx.Err())
-	case <-l.c.quit:
+	case <-l.c.Quit:
 		return transport.Message{}, l.opErr("recv", l.deadErr())
 	case <-l.dead:
 		select {
@@ -484,7 +484,7 @@ func (l *link) Recv(ctx context.Context) (transport.Message, error) {
 }
 
 func (l *link) Close() error {
-	l.c.close(func() {
+	l.c.Close(func() {
 		_ = l.conn.CloseWithError(codeClosed, "closed")
 		l.wg.Wait()
 		if l.release != nil {
