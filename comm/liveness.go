@@ -1,5 +1,9 @@
 package comm
 
+// Liveness: the control messages between ranks, the failure of a peer
+// (markGone fails everything that waits on it), heartbeats, and leaving
+// the world gracefully or not.
+
 import (
 	"context"
 	"fmt"

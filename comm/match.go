@@ -1,5 +1,9 @@
 package comm
 
+// MPI matching: every context's posted receives and unexpected messages,
+// the rendezvous slots where a grant or a payload meets its waiter, the
+// alloc hook that lands payloads in place, and waiting on all of them.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,9 @@
 package comm
 
+// The cost model and its upkeep: the probe at start-up and Reprobe, the
+// rails' costs, drift proposals and their application, and links that
+// emulate a model.
+
 import (
 	"context"
 	"fmt"

@@ -18,13 +18,6 @@ import (
 // the same TLS identities and certificate pinning, the same membership
 // handshake, the same frames (docs/wire.md) and the same errors.
 
-// NumChannels is the number of logical channels of a link (see Channel,
-// ChannelOf): every Channel value is below it.
-const NumChannels = 2
-
-// NumChannels is numChannels (a negative uint constant does not compile).
-const _ = uint(NumChannels-numChannels) + uint(numChannels-NumChannels)
-
 // WithDefaults returns a validated copy of c in which every zero field
 // holds its default (see DefaultConfig), a nil Logger is replaced by one
 // that discards, and Secret is copied. Errors match ErrBadConfig. A

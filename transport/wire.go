@@ -83,7 +83,10 @@ const (
 	// ChanBulk carries rendezvous payloads.
 	ChanBulk Channel = 1
 
-	numChannels = 2
+	// NumChannels is the number of logical channels of a link: every
+	// Channel value is below it.
+	NumChannels = 2
+	numChannels = NumChannels
 )
 
 // ChannelOf returns the channel a message type travels on. Eager data stays
