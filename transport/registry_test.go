@@ -3,10 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,24 +61,4 @@ func TestRegistryPanics(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, KindQUIC, n.Kind())
 	require.NotEqual(t, fakeNetwork{KindQUIC}, n)
-}
-
-// Package transport does not depend on quic-go: QUIC lives in
-// transport/quic, so that programs that do not use it (the launcher) do
-// not link it.
-func TestNoQUICDependency(t *testing.T) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go tool found to run go list")
-		}
-	}
-	out, err := exec.Command(goTool, "list", "-deps", ".").CombinedOutput()
-	require.NoError(t, err, "go list -deps: %s", out)
-	deps := strings.Fields(string(out))
-	require.Contains(t, deps, "github.com/hetcomm/hetcomm/transport")
-	for _, d := range deps {
-		require.False(t, strings.Contains(d, "quic-go") || strings.HasSuffix(d, "/transport/quic"),
-			"package transport depends on %s", d)
-	}
 }
