@@ -111,7 +111,8 @@ type Plan struct {
 // and one receive port (the paper's one-port model): SendSeq is the
 // position of this transfer among Src's sends, RecvSeq its position among
 // Dst's receives. A transfer starts when it is next in both orders and both
-// ports are free.
+// ports are free. In a flow-level plan (Naive, Paced) every message is
+// posted at once and the orders only say in which order a rank posts.
 type Transfer struct {
 	Src     int     `json:"src"`
 	Dst     int     `json:"dst"`
@@ -120,6 +121,9 @@ type Transfer struct {
 	End     float64 `json:"end"`
 	SendSeq int     `json:"send_seq"`
 	RecvSeq int     `json:"recv_seq"`
+	// Rate is the rate a flow-level plan paces the message to, in bytes
+	// per second; 0 means unpaced.
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // Task is one send of a multiple multicast, from Src (the message's source

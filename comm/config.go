@@ -13,7 +13,7 @@ import (
 
 // Naive is the Alltoallv "algorithm" that posts every message at once and
 // lets the network sort it out, as Gloo does. It is there for comparison.
-const Naive collective.Algorithm = "naive"
+const Naive = collective.Naive
 
 // Config configures Init. The zero value works: every field documents what
 // its zero value means. DefaultConfig returns the defaults explicitly.

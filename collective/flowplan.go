@@ -1,0 +1,236 @@
+package collective
+
+import (
+	"fmt"
+	"sort"
+)
+
+// The flow-level total-exchange plans post every message at once, as a
+// switch lets them run: a fast NIC feeds several slow ones, and only the
+// NICs and shared segments limit the flows. They are planned and
+// evaluated on a Fabric.
+const (
+	// Naive posts every message at once, unpaced, and lets the network
+	// share itself (Gloo's alltoallv; the redistribution paper's brute
+	// force).
+	Naive Algorithm = "naive"
+	// Paced posts every message at once, each paced to its share of the
+	// bound: bytes / Γ, where Γ is the time the busiest NIC or segment
+	// needs for its bytes. No resource is then ever over its capacity and
+	// every paced flow ends together at the bound (the MADD allocation of
+	// coflow scheduling, Varys, SIGCOMM 2014). Small messages go unpaced
+	// and first (FlowOptions.SmallBytes); while they run they take their
+	// fair share of the NICs they cross, which delays the paced ones by
+	// at most the time the small ones need there.
+	Paced Algorithm = "paced"
+)
+
+// IsFlowPlan reports whether algo is a flow-level plan (Naive or Paced),
+// which posts every message at once rather than following one-port
+// orders.
+func IsFlowPlan(algo Algorithm) bool { return algo == Naive || algo == Paced }
+
+// DefaultSmallBytes is FlowOptions.SmallBytes's default.
+const DefaultSmallBytes = 64 << 10
+
+// FlowOptions tunes the flow-level plans.
+type FlowOptions struct {
+	// SmallBytes: a message of at most this many bytes, or of at most its
+	// pair's bandwidth-delay product (start-up time times the slower of
+	// the two NICs), goes unpaced and before the paced ones. A sender
+	// cannot pace what leaves in its first round trip, and pacing a small
+	// message to last as long as the whole exchange only delays it while
+	// saving nothing. 0 means DefaultSmallBytes; a negative value paces
+	// every message.
+	SmallBytes int64
+}
+
+// small reports whether the message i->j of b bytes goes unpaced.
+func (o FlowOptions) small(f *Fabric, i, j int, b int64) bool {
+	lim := o.SmallBytes
+	if lim < 0 {
+		return false
+	}
+	if lim == 0 {
+		lim = DefaultSmallBytes
+	}
+	bdp := f.StartUp(i, j) * min(f.Out(i), f.In(j))
+	return float64(b) <= max(float64(lim), bdp)
+}
+
+// PlanFlows plans a total exchange as flows on a fabric: Naive (every
+// message at once, unpaced) or Paced (every message at once, the large
+// ones paced to bytes / Γ). Transfer.Rate holds each message's pacing
+// rate (0: unpaced); SendSeq and RecvSeq give the order in which a rank
+// posts its messages (the unpaced small ones first, then by size,
+// largest first). Start and End are the flow simulator's prediction,
+// Predicted the latest End, and LowerBound the fabric bound.
+func PlanFlows(f *Fabric, x *Exchange, algo Algorithm, o FlowOptions) (*Plan, error) {
+	if !IsFlowPlan(algo) {
+		return nil, fmt.Errorf("collective: %q is not a flow-level plan (want %s or %s)", algo, Naive, Paced)
+	}
+	b, err := f.Bound(x)
+	if err != nil {
+		return nil, err
+	}
+	n := f.Size()
+	p := &Plan{Kind: KindAlltoall, Algorithm: algo, Ranks: n}
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i == j || x.Bytes[i][j] == 0 {
+				continue
+			}
+			t := Transfer{Src: i, Dst: j, Bytes: x.Bytes[i][j]}
+			if algo == Paced && b.Bandwidth > 0 && !o.small(f, i, j, t.Bytes) {
+				t.Rate = float64(t.Bytes) / b.Bandwidth
+			}
+			p.Transfers = append(p.Transfers, t)
+		}
+	}
+	postingOrder(p)
+	return f.SimulateExchange(p)
+}
+
+// postingOrder numbers every rank's sends and receives: unpaced messages
+// first, then the larger before the smaller, then by peer.
+func postingOrder(p *Plan) {
+	idx := make([]int, len(p.Transfers))
+	for k := range idx {
+		idx[k] = k
+	}
+	ts := p.Transfers
+	sort.SliceStable(idx, func(a, b int) bool {
+		ta, tb := ts[idx[a]], ts[idx[b]]
+		if (ta.Rate == 0) != (tb.Rate == 0) {
+			return ta.Rate == 0
+		}
+		return ta.Bytes > tb.Bytes
+	})
+	sends := make([]int, p.Ranks)
+	recvs := make([]int, p.Ranks)
+	for _, k := range idx {
+		t := &ts[k]
+		t.SendSeq, t.RecvSeq = sends[t.Src], recvs[t.Dst]
+		sends[t.Src]++
+		recvs[t.Dst]++
+	}
+}
+
+// SimulateExchange replays a total-exchange plan on the fabric and
+// returns a copy with every transfer's Start and End recomputed, Predicted
+// set to the latest End and LowerBound to the fabric bound of the plan's
+// messages. A flow-level plan (Naive, Paced) posts every message at its
+// Start, at most at its Rate; any other plan follows the one-port
+// discipline it was made for: a message begins once its sender's previous
+// send (SendSeq) and its receiver's previous receive (RecvSeq) have ended,
+// as comm executes such plans. The messages then share the fabric as
+// SimulateFlows does.
+func (f *Fabric) SimulateExchange(p *Plan) (*Plan, error) {
+	if p == nil || p.Kind != KindAlltoall {
+		return nil, fmt.Errorf("collective: not a total-exchange plan")
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	n := f.Size()
+	if p.Ranks != n {
+		return nil, fmt.Errorf("collective: the plan is for %d ranks but the fabric has %d", p.Ranks, n)
+	}
+	flows := make([]Flow, len(p.Transfers))
+	x := &Exchange{Bytes: make([][]int64, n)}
+	for i := range x.Bytes {
+		x.Bytes[i] = make([]int64, n)
+	}
+	for k, t := range p.Transfers {
+		flows[k] = Flow{Src: t.Src, Dst: t.Dst, Bytes: t.Bytes}
+		if t.Src >= 0 && t.Src < n && t.Dst >= 0 && t.Dst < n && t.Src != t.Dst && t.Bytes > 0 {
+			x.Bytes[t.Src][t.Dst] += t.Bytes
+		}
+		if IsFlowPlan(p.Algorithm) {
+			flows[k].Start, flows[k].Rate = t.Start, t.Rate
+		}
+	}
+	if !IsFlowPlan(p.Algorithm) {
+		onePortDeps(p, flows)
+	}
+	times, err := f.SimulateFlows(flows)
+	if err != nil {
+		return nil, err
+	}
+	b, err := f.Bound(x)
+	if err != nil {
+		return nil, err
+	}
+	q := *p
+	q.Transfers = append([]Transfer(nil), p.Transfers...)
+	q.Predicted, q.LowerBound = 0, b.Seconds
+	for k := range q.Transfers {
+		q.Transfers[k].Start, q.Transfers[k].End = times[k].Start, times[k].End
+		q.Predicted = max(q.Predicted, times[k].End)
+	}
+	return &q, nil
+}
+
+// onePortDeps makes each flow wait for the previous message in its
+// sender's order and in its receiver's order.
+func onePortDeps(p *Plan, flows []Flow) {
+	for r := 0; r < p.Ranks; r++ {
+		for _, order := range [][]int{p.SendOrder(r), p.RecvOrder(r)} {
+			for q := 1; q < len(order); q++ {
+				flows[order[q]].After = append(flows[order[q]].After, order[q-1])
+			}
+		}
+	}
+}
+
+// PlanExchangeOn plans a total exchange for a network described by both
+// models: the pairwise model m, which the one-port planners of the
+// total-exchange paper plan with, and the fabric f, on which every plan
+// is then evaluated (nil: FabricFromModel(m), which knows no shared
+// segments). algo is a one-port planner, Naive, Paced, or Auto, which
+// keeps, among the one-port planners that Auto considers, Naive and
+// Paced, the plan the flow simulator predicts to end first (the earlier
+// in that order on ties: naive, paced, then the one-port planners as
+// PlanExchange's Auto orders them). The returned plan's times, Predicted
+// and LowerBound are the fabric's.
+func PlanExchangeOn(m *Model, f *Fabric, x *Exchange, algo Algorithm, opt Options, fo FlowOptions) (*Plan, error) {
+	if algo != Naive && algo != Paced {
+		if err := checkAlgo(KindAlltoall, algo); err != nil {
+			return nil, err
+		}
+	}
+	if f == nil {
+		if m == nil {
+			return nil, fmt.Errorf("collective: nil model")
+		}
+		f = FabricFromModel(m)
+	}
+	one := func(a Algorithm) (*Plan, error) {
+		if IsFlowPlan(a) {
+			return PlanFlows(f, x, a, fo)
+		}
+		p, err := PlanExchange(m, x, a, opt)
+		if err != nil {
+			return nil, err
+		}
+		return f.SimulateExchange(p)
+	}
+	if algo != Auto {
+		return one(algo)
+	}
+	var best *Plan
+	cands := append([]Algorithm{Naive, Paced}, autoPreference[KindAlltoall]...)
+	for _, a := range cands {
+		if lim, ok := autoLimits[a]; ok && f.Size() > lim {
+			continue
+		}
+		p, err := one(a)
+		if err != nil {
+			return nil, err
+		}
+		if best == nil || p.Predicted < best.Predicted {
+			best = p
+		}
+	}
+	return best, nil
+}
