@@ -382,6 +382,12 @@ func TestPlanExchangeOnAuto(t *testing.T) {
 	require.InDelta(t, 20, p.Predicted, 1e-9)
 	require.NoError(t, ValidateExchange(x, p))
 
+	// An executor that cannot pace: auto picks among the others.
+	np, err := PlanExchangeOn(m, f, x, Auto, Options{Seed: 1}, FlowOptions{SmallBytes: -1, NoPacing: true})
+	require.NoError(t, err)
+	require.NotEqual(t, Paced, np.Algorithm)
+	require.InDelta(t, 20, np.Predicted, 1e-9, "a one-port plan serialises rank 2's two large receives")
+
 	// A one-port planner by name: its plan, replayed on the fabric.
 	os, err := PlanExchangeOn(m, f, x, OpenShop, Options{Seed: 1}, FlowOptions{})
 	require.NoError(t, err)
@@ -446,4 +452,50 @@ func TestFlowPlanJSONAndValidation(t *testing.T) {
 	bad.Algorithm = Paced
 	bad.Transfers[0].Rate = math.Inf(1)
 	require.ErrorContains(t, ValidateExchange(x, &bad), "rate +Inf")
+}
+
+// TestPlanExchangeOnLarge: above FlowSimLimit ranks Auto estimates the
+// flow plans from the bound, and a one-port plan still has to beat
+// naive's estimate by its margin.
+func TestPlanExchangeOnLarge(t *testing.T) {
+	n := FlowSimLimit + 4
+	nic := make([]float64, n)
+	for r := range nic {
+		nic[r] = 10e6
+	}
+	nic[0] = 100e6 // a fast rank feeds slow ones: one-port plans lose
+	f := switchFabric(nic...)
+	m := &Model{Latency: Matrix(n, 0), Bandwidth: Matrix(n, 0)}
+	x := &Exchange{Bytes: make([][]int64, n)}
+	for i := 0; i < n; i++ {
+		x.Bytes[i] = make([]int64, n)
+		for j := 0; j < n; j++ {
+			m.Bandwidth[i][j] = min(nic[i], nic[j])
+		}
+	}
+	for j := 1; j < n; j++ {
+		x.Bytes[0][j] = 1e6
+	}
+	p, err := PlanExchangeOn(m, f, x, Auto, Options{Seed: 1}, FlowOptions{NoPacing: true})
+	require.NoError(t, err)
+	require.Equal(t, Naive, p.Algorithm)
+	b, err := f.Bound(x)
+	require.NoError(t, err)
+	require.InDelta(t, b.Seconds/naiveMargin, p.Predicted, 1e-12)
+	require.NoError(t, ValidateExchange(x, p))
+
+	// Uniform NICs, everyone to everyone: the one-port plans reach the
+	// bound, which naive's estimate does not claim.
+	for r := range nic {
+		f.Egress[r][0], f.Ingress[r][0] = 10e6, 10e6
+		for j := 0; j < n; j++ {
+			m.Bandwidth[r][j] = 10e6
+			if r != j {
+				x.Bytes[r][j] = 1e6
+			}
+		}
+	}
+	p, err = PlanExchangeOn(m, f, x, Auto, Options{Seed: 1}, FlowOptions{NoPacing: true})
+	require.NoError(t, err)
+	require.NotEqual(t, Naive, p.Algorithm)
 }

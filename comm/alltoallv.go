@@ -268,26 +268,13 @@ func (c *Comm) exchangeLarge(k *coll, algo collective.Algorithm, send, bufs [][]
 		if plan, err = c.planFor(h.bytes, algo); err != nil {
 			return nil, err
 		}
-		// Auto also weighs posting everything at once: on a network whose
-		// ranks are limited by their interfaces rather than one-port, that
-		// runs near the interface bound, which one-port schedules cannot
-		// reach when fast ranks talk to slow ones. The choice depends only
-		// on the sizes and the model, so every rank makes the same one.
-		if algo == collective.Auto && c.w.model.Load() != nil &&
-			collective.NICBound(c.model(), &collective.Exchange{Bytes: h.bytes}) < autoNaiveMargin*plan.Predicted {
-			plan, tl.algorithm = nil, Naive
-		}
+		tl.plan, tl.algorithm = plan, plan.Algorithm
 	}
-	if plan == nil {
+	if plan == nil || plan.Algorithm == Naive {
 		return tl, c.naiveExchange(k, send, h.recv, bufs, h.bytes, h.grants, mine, tl)
 	}
-	tl.plan, tl.algorithm = plan, plan.Algorithm
 	return tl, c.executePlan(k, plan, send, h.recv, bufs, tl)
 }
-
-// autoNaiveMargin: Auto posts everything at once when the interface bound
-// is below this fraction of the best plan's prediction.
-const autoNaiveMargin = 0.9
 
 // LastAlgorithm returns the algorithm the last Alltoallv on this
 // communicator ran (Auto resolved to the planner, or Naive), "" if none.
@@ -338,7 +325,15 @@ func (c *Comm) planFor(bytes [][]int64, algo collective.Algorithm) (*collective.
 	if c.plan != nil && c.planKey == key {
 		return c.plan, nil
 	}
-	p, err := collective.PlanExchange(c.model(), &collective.Exchange{Bytes: bytes}, algo, collective.Options{Seed: 1})
+	// The plans are made with the pairwise model and evaluated on the
+	// fabric it implies, so that Auto also weighs posting everything at
+	// once: on a network whose ranks are limited by their interfaces
+	// rather than one-port, that runs near the interface bound, which
+	// one-port schedules cannot reach when fast ranks talk to slow ones.
+	// The choice depends only on the sizes and the model, so every rank
+	// makes the same one. (The executor does not pace yet: no paced plan.)
+	p, err := collective.PlanExchangeOn(c.model(), nil, &collective.Exchange{Bytes: bytes}, algo,
+		collective.Options{Seed: 1}, collective.FlowOptions{NoPacing: true})
 	if err != nil {
 		return nil, err
 	}

@@ -33,8 +33,9 @@ type Timeline struct {
 // the two timing diagrams can be drawn side by side. Times are seconds
 // from the earliest start of the exchange on any rank, on rank 0's clock
 // (clocks of other hosts are corrected by the probed offsets when known).
-// It is collective; ranks other than 0 get nil plans. predicted is nil for
-// the naive algorithm.
+// It is collective; ranks other than 0 get nil plans. predicted is nil when
+// Naive was asked for by name (no plan is made then); when Auto chose to
+// post everything at once, predicted is the naive plan on the fabric.
 func (c *Comm) Timeline(ctx context.Context) (predicted, measured *collective.Plan, err error) {
 	c.planMu.Lock()
 	tl := c.timeline

@@ -464,8 +464,9 @@ func reportLive(w io.Writer, c *comm.Comm, lf liveFlags, r LiveRecord, times []f
 }
 
 // liveOp prepares one collective and returns the function that runs it
-// once, with the lower bound, the prediction and (Alltoallv) the interface
-// bound under the comm's model (zero when no model is known), and the
+// once, with the lower bound, the prediction (Alltoallv: on the fabric the
+// model implies) and (Alltoallv) the interface bound under the comm's
+// model (zero when no model is known), and the
 // bytes it moves when the caller's matrix does not say.
 func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size int64, algo collective.Algorithm) (func(context.Context) error, float64, float64, float64, int64, error) {
 	me, n := c.Rank(), c.Size()
@@ -479,16 +480,16 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 		}
 		var lb, pred, nicb float64
 		if m := c.Model(); m != nil {
-			nicb = collective.NICBound(m, &collective.Exchange{Bytes: sz})
-			a := algo
-			if a == comm.Naive {
-				a = collective.OpenShop // only for the one-port bound
-			}
-			if p, err := collective.PlanExchange(m, &collective.Exchange{Bytes: sz}, a, collective.Options{Seed: 1}); err == nil {
+			x := &collective.Exchange{Bytes: sz}
+			nicb = collective.NICBound(m, x)
+			// The one-port bound of the total-exchange paper.
+			if p, err := collective.PlanExchange(m, x, collective.OpenShop, collective.Options{Seed: 1}); err == nil {
 				lb = p.LowerBound
-				if algo != comm.Naive {
-					pred = p.Predicted
-				}
+			}
+			// The prediction is the flow simulator's, on the fabric the
+			// model implies, as comm plans (the plan auto picks there).
+			if p, err := collective.PlanExchangeOn(m, nil, x, algo, collective.Options{Seed: 1}, collective.FlowOptions{NoPacing: true}); err == nil {
+				pred = p.Predicted
 			}
 		}
 		return func(ctx context.Context) error {
