@@ -63,6 +63,12 @@ func TestInitSingleton(t *testing.T) {
 	out, err := c.Alltoallv(ctx, [][]byte{[]byte("self")})
 	require.NoError(t, err)
 	require.Equal(t, "self", string(out[0]))
+	// A world of one has a timeline too (hetrun -n 1 ./examples/alltoallv).
+	pred, meas, err := c.Timeline(ctx)
+	require.NoError(t, err)
+	require.Nil(t, pred)
+	require.Equal(t, 1, meas.Ranks)
+	require.Empty(t, meas.Transfers)
 	require.NoError(t, c.Send(ctx, 0, 3, []byte("to me")))
 	got, st, err := c.Recv(ctx, AnySource, AnyTag)
 	require.NoError(t, err)

@@ -54,6 +54,7 @@ func run(args []string) int {
 func parseArgs(args []string) (spec launch.Spec, prog, buildDir string, code int) {
 	fs := flag.NewFlagSet("hetrun", flag.ContinueOnError)
 	n := fs.Int("n", 1, "number of ranks")
+	fs.IntVar(n, "np", 1, "the same as -n (mpirun's name)")
 	transport := fs.String("transport", "tcp", "transport between ranks: tcp, quic, udp or tls")
 	hosts := fs.String("hosts", "", "comma-separated hosts; ranks are placed round-robin (default: all local)")
 	hostfile := fs.String("hostfile", "", "file with one host per line, optionally `host slots=N`")
@@ -67,7 +68,7 @@ func parseArgs(args []string) (spec launch.Spec, prog, buildDir string, code int
 	railPolicy := fs.String("rail-policy", "", "how messages use several rails: auto (default), single, mux, agg or muxagg (HETCOMM_RAIL_POLICY)")
 	refresh := fs.Duration("refresh", 0, "run the background model refresher at this interval, e.g. 10s: idle links are measured again, a bounded share of the time (HETCOMM_REFRESH)")
 	var env multiFlag
-	fs.Var(&env, "x", "`KEY=VALUE` to set in every rank's environment (repeatable)")
+	fs.Var(&env, "x", "`KEY=VALUE` to set in every rank's environment, or KEY to pass hetrun's own value on (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: hetrun -n N [flags] PROGRAM_OR_PACKAGE [args...]
 
@@ -101,6 +102,22 @@ Flags:
 		fmt.Fprintf(os.Stderr, "hetrun: -n %d: need at least one rank\n", *n)
 		return spec, "", "", 2
 	}
+	*transport = strings.ToLower(strings.TrimSpace(*transport))
+	if k, err := hettransport.ParseKind(*transport); err != nil || k == hettransport.KindMem {
+		fmt.Fprintf(os.Stderr, "hetrun: --transport %q: want tcp, tls, quic or udp\n", *transport)
+		return spec, "", "", 2
+	}
+	for i, kv := range env {
+		if strings.Contains(kv, "=") {
+			continue
+		}
+		v, ok := os.LookupEnv(kv)
+		if !ok || kv == "" {
+			fmt.Fprintf(os.Stderr, "hetrun: -x %q: want KEY=VALUE, or KEY set in hetrun's environment\n", kv)
+			return spec, "", "", 2
+		}
+		env[i] = kv + "=" + v
+	}
 	spec = launch.Spec{N: *n, Args: fs.Args()[1:], Rsh: *rsh, Transport: *transport, Timeout: *timeout,
 		Coord: *coord, Env: env, Grace: *grace, NoPrefix: *noPrefix}
 	if *rails != "" {
@@ -119,12 +136,6 @@ Flags:
 	}
 	if *refresh > 0 {
 		spec.Env = append(spec.Env, bootstrap.EnvRefresh+"="+refresh.String())
-	}
-	for _, kv := range env {
-		if !strings.Contains(kv, "=") {
-			fmt.Fprintf(os.Stderr, "hetrun: -x %q: want KEY=VALUE\n", kv)
-			return spec, "", "", 2
-		}
 	}
 	switch {
 	case *hosts != "" && *hostfile != "":

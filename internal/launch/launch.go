@@ -94,9 +94,11 @@ func (e *RankError) one() string {
 	}
 }
 
-// ExitCode is the status a launcher should exit with for this failure.
+// ExitCode is the status a launcher should exit with for this failure:
+// the rank's own exit status, 128 plus the signal that killed it, or 1
+// when it could not start.
 func (e *RankError) ExitCode() int {
-	if e.Status > 0 && e.Status < 126 {
+	if e.Status > 0 && e.Status < 256 {
 		return e.Status
 	}
 	if e.Status < 0 {
