@@ -40,7 +40,13 @@ Flags:
 		return code
 	}
 	var r io.Reader = os.Stdin
-	if *in != "-" {
+	if *in == "-" {
+		// Waiting for a problem typed on a terminal helps nobody.
+		if st, err := os.Stdin.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			fmt.Fprintln(stderr, "hetbench plan: no -in, and standard input is a terminal or a device, not a problem file: give -in problem.json or pipe one in")
+			return bench.ExitUsage
+		}
+	} else {
 		f, err := os.Open(*in)
 		if err != nil {
 			fmt.Fprintf(stderr, "hetbench plan: %v\n", err)
