@@ -18,7 +18,8 @@ var ErrProblem = errors.New("collective: invalid problem")
 
 // Problem is the input of `hetbench plan`: one pattern together with the
 // part of the cost model it needs. The JSON format is documented in
-// docs/plan-format.md; unknown fields are ignored.
+// docs/plan-format.md; an unknown (misspelt) field is an error that names
+// it.
 //
 //	alltoall:     {"kind":"alltoall","ranks":P,"latency":[[s]],"bandwidth":[[bytes/s]],"bytes":[[int]]}
 //	multicast:    {"kind":"multicast","ranks":N,"send_overhead":[{"const":s,"per_byte":s}],
@@ -27,9 +28,16 @@ var ErrProblem = errors.New("collective: invalid problem")
 type Problem struct {
 	Kind  Kind `json:"kind"`
 	Ranks int  `json:"ranks,omitempty"`
+	// Comment is free text about the problem (where it comes from); the
+	// planners ignore it.
+	Comment string `json:"comment,omitempty"`
 
 	Latency      [][]float64 `json:"latency,omitempty"`
 	Bandwidth    [][]float64 `json:"bandwidth,omitempty"`
+	// Rails is accepted, so that a probed model file (hetbench probe
+	// -out) plus a pattern is a problem; the planners use the top-level
+	// matrices.
+	Rails []Rail `json:"rails,omitempty"`
 	PerByte      [][]float64 `json:"per_byte,omitempty"`
 	SendOverhead []Overhead  `json:"send_overhead,omitempty"`
 	RecvOverhead []Overhead  `json:"recv_overhead,omitempty"`
@@ -57,6 +65,7 @@ func DecodeProblem(r io.Reader) (*Problem, error) {
 // ParseProblem decodes and validates one problem from JSON.
 func ParseProblem(data []byte) (*Problem, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
 	var p Problem
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrProblem, err)
