@@ -81,8 +81,8 @@ func (r *SimResult) Save(dir string) error {
 	return nil
 }
 
-// Progress reports "label: done/total (elapsed)" lines at most once a
-// second, plus the last one.
+// Progress reports "label: done/total (percent), elapsed, about how long
+// is left" lines at most once a second, plus the last one.
 type Progress struct {
 	w     io.Writer
 	label string
@@ -107,6 +107,12 @@ func (p *Progress) Step(n int) {
 	now := time.Now()
 	if now.Sub(p.last) >= time.Second || p.done >= p.total {
 		p.last = now
-		fmt.Fprintf(p.w, "%s: %d/%d (%s)\n", p.label, p.done, p.total, now.Sub(p.start).Round(time.Millisecond))
+		el := now.Sub(p.start)
+		line := fmt.Sprintf("%s: %d/%d (%.0f%%), %s elapsed", p.label, p.done, p.total, 100*float64(p.done)/float64(max(p.total, 1)), el.Round(time.Millisecond))
+		if p.done > 0 && p.done < p.total {
+			left := time.Duration(float64(el) * float64(p.total-p.done) / float64(p.done))
+			line += fmt.Sprintf(", about %s left", left.Round(time.Second))
+		}
+		fmt.Fprintln(p.w, line)
 	}
 }

@@ -18,7 +18,7 @@ func SimCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	seed := fs.Int64("seed", 1, "random seed (results are reproducible for a seed)")
 	trials := fs.Int("trials", 0, "random instances per data point (0: the experiment's default)")
-	out := fs.String("out", "bench/results", "directory for the CSV, JSON and PNG files (a subdirectory per experiment)")
+	out := fs.String("out", "bench/results", "directory for the CSV, JSON and PNG files (a subdirectory per experiment; with -quick and no -out, bench/results/quick)")
 	quick := fs.Bool("quick", false, "a small, fast version of the experiment")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: hetbench sim [flags] EXPERIMENT\n\nReproduces a paper's simulation study. Experiments:\n")
@@ -56,6 +56,12 @@ func SimCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hetbench sim: unknown experiment %q\n", name)
 		fs.Usage()
 		return bench.ExitUsage
+	}
+	outSet := false
+	fs.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	if *quick && !outSet {
+		// A quick run must not overwrite a full run's results.
+		*out = filepath.Join(*out, "quick")
 	}
 	dir := filepath.Join(*out, e.Name)
 	start := time.Now()
