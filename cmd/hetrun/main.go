@@ -179,11 +179,16 @@ func resolveProgram(ctx context.Context, prog, buildDir string, remote bool) (ex
 			cleanup = func() { os.RemoveAll(tmp) }
 			dir = tmp
 		}
+		// The first build of a package and its dependencies can take a
+		// while: say so, and how long it took.
+		fmt.Fprintf(os.Stderr, "hetrun: building %s ...\n", prog)
+		start := time.Now()
 		exe, err := launch.BuildPackage(ctx, prog, dir)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "hetrun: %v\n", err)
 			return "", cleanup, 1
 		}
+		fmt.Fprintf(os.Stderr, "hetrun: built %s in %s\n", prog, time.Since(start).Round(100*time.Millisecond))
 		return exe, cleanup, -1
 	}
 	if remote {
