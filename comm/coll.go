@@ -26,6 +26,9 @@ const (
 	opMulticast
 	opRedistribute
 	opBackbone
+	opScan
+	opExscan
+	opReduceScatter
 )
 
 var opNames = map[uint16]string{
@@ -33,6 +36,7 @@ var opNames = map[uint16]string{
 	opAllgather: "Allgather", opReduce: "Reduce", opAllreduce: "Allreduce",
 	opAlltoallv: "Alltoallv", opSplit: "Split", opTimeline: "Timeline", opCounts: "Alltoallv",
 	opMulticast: "Multicast", opRedistribute: "Redistribute", opBackbone: "ProbeBackbone",
+	opScan: "Scan", opExscan: "Exscan", opReduceScatter: "ReduceScatter",
 }
 
 func opName(op uint16) string {
@@ -168,6 +172,12 @@ func (c *Comm) Barrier(ctx context.Context) error {
 // itself). Other ranks pass nil (their data argument is ignored).
 // Binomial tree: ceil(log2 P) rounds.
 func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
+	return c.bcast(ctx, root, data, nil)
+}
+
+// bcast is Bcast; a rank other than root receives into buf when it is
+// large enough.
+func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, error) {
 	if err := c.checkPeer("Bcast", "root", root, false); err != nil {
 		return nil, err
 	}
@@ -183,7 +193,8 @@ func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error)
 		for mask < n {
 			if vr&mask != 0 {
 				parent := (vr - mask + root) % n
-				if data, err = k.recv(parent); err != nil {
+				r := k.c.postRecv(collCtx(k.c.id), parent, k.tag)
+				if data, err = k.finishInto(r, buf); err != nil {
 					return nil, k.err(err)
 				}
 				break

@@ -147,11 +147,27 @@ func runCollectives(t *testing.T, comms []*Comm, m int) {
 		if prod[0] != 1<<n {
 			return fmt.Errorf("Allreduce prod = %v", prod)
 		}
-		user, err := Allreduce(ctx, c, []int{me}, OpFunc(func(a, b int) int { return a*10 + b }))
+		// A user op that is associative but not commutative: combining
+		// in rank order writes the ranks as the digits of a number.
+		user, err := Allreduce(ctx, c, []int{me, 1}, digits)
 		if err != nil {
 			return err
 		}
-		_ = user
+		if want := decimal(0, n); user[0] != want {
+			return fmt.Errorf("Allreduce in rank order = %d, want %d", user[0], want)
+		}
+		for root := 0; root < n; root++ {
+			res, err := Reduce(ctx, c, root, []int{me, 1}, digits)
+			if err != nil {
+				return err
+			}
+			if me == root && res[0] != decimal(0, n) || me != root && res != nil {
+				return fmt.Errorf("Reduce to %d in rank order = %v, want %d at the root only", root, res, decimal(0, n))
+			}
+		}
+		if err := checkPrefixReductions(ctx, c, m); err != nil {
+			return err
+		}
 		// Alltoallv with every algorithm, sizes varying per pair.
 		for _, algo := range append(collective.Algorithms(collective.KindAlltoall), collective.Auto, Naive) {
 			send := make([][]byte, n)
@@ -283,4 +299,100 @@ func TestMulticastMismatch(t *testing.T) {
 	require.ErrorIs(t, errs[1], ErrMismatch)
 	_, err := comms[0].Multicast(ctx, []MulticastMsg{{Source: 0, Dests: []int{0}}})
 	require.ErrorIs(t, err, ErrArgument)
+}
+
+// digits is an associative, non-commutative op on (value, width) pairs of
+// decimal digits: it writes src's digits after dst's.
+func digits(dst, src []int) {
+	for i := 0; i+1 < len(dst); i += 2 {
+		for range src[i+1] {
+			dst[i] *= 10
+		}
+		dst[i] += src[i]
+		dst[i+1] += src[i+1]
+	}
+}
+
+// decimal is the ranks lo..hi-1 written as the digits of a number, the
+// rank-order reduction of digits over (rank, 1) pairs.
+func decimal(lo, hi int) int {
+	v := 0
+	for r := lo; r < hi; r++ {
+		v = v*10 + r
+	}
+	return v
+}
+
+// checkPrefixReductions checks Scan, Exscan, ReduceScatter,
+// ReduceScatterBlock and AllreduceInto against their MPI definitions,
+// computed here from every rank's data.
+func checkPrefixReductions(ctx context.Context, c *Comm, m int) error {
+	n, me := c.Size(), c.Rank()
+	inc, err := Scan(ctx, c, []int{me, 1}, digits)
+	if err != nil {
+		return err
+	}
+	if want := decimal(0, me+1); inc[0] != want {
+		return fmt.Errorf("Scan = %d, want %d", inc[0], want)
+	}
+	exc, err := Exscan(ctx, c, []int{me, 1}, digits)
+	if err != nil {
+		return err
+	}
+	if me == 0 && exc != nil || me > 0 && (len(exc) != 2 || exc[0] != decimal(0, me) || exc[1] != me) {
+		return fmt.Errorf("Exscan = %v, want %d", exc, decimal(0, me))
+	}
+	// ReduceScatter: rank i gets i+1+m/64 elements; element e of every
+	// rank's data is rank*1000+e.
+	counts := make([]int, n)
+	total := 0
+	for i := range counts {
+		counts[i] = i + 1 + m/64
+		total += counts[i]
+	}
+	data := make([]float64, total)
+	for e := range data {
+		data[e] = float64(me*1000 + e)
+	}
+	part, err := ReduceScatter(ctx, c, data, counts, Sum)
+	if err != nil {
+		return err
+	}
+	first := 0
+	for i := 0; i < me; i++ {
+		first += counts[i]
+	}
+	if len(part) != counts[me] {
+		return fmt.Errorf("ReduceScatter gave %d elements, want %d", len(part), counts[me])
+	}
+	for k, v := range part {
+		if want := float64(1000*n*(n-1)/2 + n*(first+k)); v != want {
+			return fmt.Errorf("ReduceScatter[%d] = %v, want %v", k, v, want)
+		}
+	}
+	blocks := make([]int, 2*n) // a (rank, 1) pair for every rank
+	for e := 0; e < len(blocks); e += 2 {
+		blocks[e], blocks[e+1] = me, 1
+	}
+	bl, err := ReduceScatterBlock(ctx, c, blocks, digits)
+	if err != nil {
+		return err
+	}
+	if want := decimal(0, n); len(bl) != 2 || bl[0] != want || bl[1] != n {
+		return fmt.Errorf("ReduceScatterBlock = %v, want (%d, %d)", bl, want, n)
+	}
+	// AllreduceInto, in place.
+	vec := make([]int64, max(1, m/8))
+	for e := range vec {
+		vec[e] = int64(me + e)
+	}
+	if err := AllreduceInto(ctx, c, vec, vec, Sum); err != nil {
+		return err
+	}
+	for e, v := range vec {
+		if want := int64(n*(n-1)/2 + n*e); v != want {
+			return fmt.Errorf("AllreduceInto[%d] = %d, want %d", e, v, want)
+		}
+	}
+	return nil
 }

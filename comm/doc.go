@@ -38,8 +38,10 @@
 // # Collectives
 //
 // Barrier, Bcast, Gather(v), Scatter(v), Allgather(v), Reduce, Allreduce
-// and the typed helpers (SendSlice, AllgathervSlice, ...) need no cost
-// model. Alltoall(v) is planned with the total-exchange planners of package
+// (and AllreduceInto, which writes into a buffer of the caller's),
+// ReduceScatter(Block), Scan, Exscan and the typed helpers (SendSlice,
+// AllgathervSlice, ...) need no cost model. Reductions combine in rank
+// order, so an Op need only be associative, as in MPI. Alltoall(v) is planned with the total-exchange planners of package
 // collective and executed so that each rank receives one large message at
 // a time in the planned order; Multicast and Redistribute use the
 // multicast and redistribution planners the same way. Collectives must be

@@ -18,8 +18,9 @@ type Number interface {
 // Op combines src into dst: it receives whole slices of equal length, so
 // the built-in ops work element by element (dst[i] = dst[i] op src[i]) and
 // a user op may also combine groups of elements, as MPI's MAXLOC does with
-// (value, index) pairs laid out side by side. It must be associative;
-// Reduce combines in rank order starting at root.
+// (value, index) pairs laid out side by side. It must be associative; it
+// need not be commutative: the reductions combine in rank order, lower
+// ranks on the left, as MPI does.
 type Op[T Number] func(dst, src []T)
 
 // Sum adds.
@@ -91,14 +92,21 @@ func FromBytes[T Number](b []byte) ([]T, error) {
 	return out, nil
 }
 
-// Reduce combines every rank's data with op and returns the result at
-// root (nil elsewhere). Every rank must pass the same length. Binomial
-// tree: ceil(log2 P) rounds.
+// Reduce combines every rank's data with op, in rank order, and returns
+// the result at root (nil elsewhere). Every rank must pass the same
+// length. Binomial tree towards rank 0, ceil(log2 P) rounds, then one
+// message to root.
 func Reduce[T Number](ctx context.Context, c *Comm, root int, data []T, op Op[T]) ([]T, error) {
 	return reduce(ctx, c, root, data, op, opReduce)
 }
 
 func reduce[T Number](ctx context.Context, c *Comm, root int, data []T, op Op[T], code uint16) ([]T, error) {
+	return reduceInto(ctx, c, root, data, make([]T, len(data)), op, code)
+}
+
+// reduceInto is reduce accumulating in acc (len(data) elements; it may be
+// data itself), which it returns at root.
+func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T, op Op[T], code uint16) ([]T, error) {
 	if err := c.checkPeer(opName(code), "root", root, false); err != nil {
 		return nil, err
 	}
@@ -110,33 +118,41 @@ func reduce[T Number](ctx context.Context, c *Comm, root int, data []T, op Op[T]
 		return nil, err
 	}
 	defer cancel()
-	n := c.Size()
-	vr := (c.rank - root + n) % n
-	acc := append([]T{}, data...)
+	// A binomial tree towards rank 0 combines in rank order (a subtree's
+	// ranks follow its parent's); rank 0 then hands the result to root.
+	n, me := c.Size(), c.rank
+	copy(acc, data)
 	for mask := 1; mask < n; mask <<= 1 {
-		if vr&mask != 0 {
-			if err := k.send((vr-mask+root)%n, AsBytes(acc)); err != nil {
+		if me&mask != 0 {
+			if err := k.send(me-mask, AsBytes(acc)); err != nil {
 				return nil, k.err(err)
 			}
-			return nil, nil
+			break
 		}
-		if vr+mask < n {
-			src := (vr + mask + root) % n
-			b, err := k.recv(src)
+		if me+mask < n {
+			other, err := recvSlice[T](k, me+mask, len(acc))
 			if err != nil {
 				return nil, k.err(err)
-			}
-			other, err := FromBytes[T](b)
-			if err == nil && len(other) != len(acc) {
-				err = fmt.Errorf("%w: rank %d contributed %d elements, this rank %d", ErrMismatch, src, len(other), len(acc))
-			}
-			if err != nil {
-				return nil, k.err(&RankError{Rank: c.group[src], Err: err})
 			}
 			op(acc, other)
 		}
 	}
-	return acc, nil
+	switch {
+	case root == 0 && me == 0:
+		return acc, nil
+	case me == 0:
+		if err := k.send(root, AsBytes(acc)); err != nil {
+			return nil, k.err(err)
+		}
+	case me == root:
+		res, err := recvSlice[T](k, 0, len(acc))
+		if err != nil {
+			return nil, k.err(err)
+		}
+		copy(acc, res)
+		return acc, nil
+	}
+	return nil, nil
 }
 
 // Allreduce combines every rank's data with op and gives every rank the
@@ -155,6 +171,29 @@ func Allreduce[T Number](ctx context.Context, c *Comm, data []T, op Op[T]) ([]T,
 		return nil, opErr("Allreduce", err)
 	}
 	return append([]T(nil), out...), nil
+}
+
+// AllreduceInto is Allreduce writing the result into out, which must have
+// as many elements as data (out may be data itself), so that an iterative
+// code does not allocate a result every call.
+func AllreduceInto[T Number](ctx context.Context, c *Comm, data, out []T, op Op[T]) error {
+	if len(out) != len(data) {
+		return &ArgError{Op: "Allreduce", Arg: "out", Msg: fmt.Sprintf("%d elements for %d", len(out), len(data))}
+	}
+	if _, err := reduceInto(ctx, c, 0, data, out, op, opAllreduce); err != nil {
+		return err
+	}
+	b, err := c.bcast(ctx, 0, AsBytes(out), AsBytes(out))
+	if err != nil {
+		return err
+	}
+	if len(b) != len(AsBytes(out)) {
+		return opErr("Allreduce", &RankError{Rank: c.group[0], Err: fmt.Errorf("%w: rank 0 broadcast %d bytes, this rank expected %d", ErrMismatch, len(b), len(AsBytes(out)))})
+	}
+	if len(b) > 0 && &b[0] != &AsBytes(out)[0] {
+		copy(AsBytes(out), b)
+	}
+	return nil
 }
 
 // SendSlice sends a typed slice (see Comm.Send).
