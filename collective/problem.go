@@ -32,12 +32,12 @@ type Problem struct {
 	// planners ignore it.
 	Comment string `json:"comment,omitempty"`
 
-	Latency      [][]float64 `json:"latency,omitempty"`
-	Bandwidth    [][]float64 `json:"bandwidth,omitempty"`
+	Latency   [][]float64 `json:"latency,omitempty"`
+	Bandwidth [][]float64 `json:"bandwidth,omitempty"`
 	// Rails is accepted, so that a probed model file (hetbench probe
 	// -out) plus a pattern is a problem; the planners use the top-level
 	// matrices.
-	Rails []Rail `json:"rails,omitempty"`
+	Rails        []Rail      `json:"rails,omitempty"`
 	PerByte      [][]float64 `json:"per_byte,omitempty"`
 	SendOverhead []Overhead  `json:"send_overhead,omitempty"`
 	RecvOverhead []Overhead  `json:"recv_overhead,omitempty"`
