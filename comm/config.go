@@ -35,6 +35,10 @@ type Config struct {
 	// collective.Algorithms(collective.KindAlltoall), collective.Auto or
 	// Naive. "" means collective.Auto.
 	Alltoallv collective.Algorithm
+	// Allreduce forces how Allreduce combines: collective.AllreduceTree
+	// or collective.AllreduceRSAG. "" (or collective.Auto) chooses per
+	// call, by the model's predictions (collective.PlanAllreduce).
+	Allreduce collective.Algorithm
 	// EagerLimit is the largest message sent eagerly; larger messages wait
 	// for the receiver's grant (rendezvous). 0 means 64 KiB; negative means
 	// every message is eager.
@@ -121,6 +125,11 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.Alltoallv != collective.Auto && c.Alltoallv != Naive && collective.KindOf(c.Alltoallv) != collective.KindAlltoall {
 		return c, fmt.Errorf("comm: config: unknown Alltoallv algorithm %q (want %v, auto or naive)", c.Alltoallv, collective.Algorithms(collective.KindAlltoall))
+	}
+	switch c.Allreduce {
+	case "", collective.Auto, collective.AllreduceTree, collective.AllreduceRSAG:
+	default:
+		return c, fmt.Errorf("comm: config: unknown Allreduce algorithm %q (want %s, %s or auto)", c.Allreduce, collective.AllreduceTree, collective.AllreduceRSAG)
 	}
 	if c.EagerLimit == 0 {
 		c.EagerLimit = DefaultEagerLimit

@@ -3,7 +3,12 @@ package comm
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"runtime"
+	"strings"
 	"unsafe"
+
+	"github.com/hetcomm/hetcomm/collective"
 )
 
 // Number is the element type of the typed helpers: integers and floats.
@@ -56,6 +61,11 @@ func Max[T Number](dst, src []T) {
 }
 
 // OpFunc turns an element function into an Op.
+//
+// It is not inlined, so that the ops it makes keep its name, by which
+// Allreduce knows that they combine element by element (elementwise).
+//
+//go:noinline
 func OpFunc[T Number](f func(a, b T) T) Op[T] {
 	return func(dst, src []T) {
 		for i := range dst {
@@ -155,22 +165,20 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 	return nil, nil
 }
 
-// Allreduce combines every rank's data with op and gives every rank the
-// result (a reduction to rank 0, then a broadcast).
+// Allreduce combines every rank's data with op, in rank order, and gives
+// every rank the result. Small vectors go to rank 0 along a binomial tree
+// and come back along one (collective.AllreduceTree); large ones are
+// reduce-scattered, in blocks in proportion to each rank's NIC rate, and
+// allgathered (collective.AllreduceRSAG). The choice follows the model's
+// predictions unless Config.Allreduce forces one. Only an element-wise op
+// (Sum, Prod, Min, Max, or made by OpFunc) is reduce-scattered: any other
+// op may combine groups of elements and always sees whole vectors.
 func Allreduce[T Number](ctx context.Context, c *Comm, data []T, op Op[T]) ([]T, error) {
-	res, err := reduce(ctx, c, 0, data, op, opAllreduce)
-	if err != nil {
+	out := make([]T, len(data))
+	if err := AllreduceInto(ctx, c, data, out, op); err != nil {
 		return nil, err
 	}
-	b, err := c.Bcast(ctx, 0, AsBytes(res))
-	if err != nil {
-		return nil, err
-	}
-	out, err := FromBytes[T](b)
-	if err != nil {
-		return nil, opErr("Allreduce", err)
-	}
-	return append([]T(nil), out...), nil
+	return out, nil
 }
 
 // AllreduceInto is Allreduce writing the result into out, which must have
@@ -179,6 +187,11 @@ func Allreduce[T Number](ctx context.Context, c *Comm, data []T, op Op[T]) ([]T,
 func AllreduceInto[T Number](ctx context.Context, c *Comm, data, out []T, op Op[T]) error {
 	if len(out) != len(data) {
 		return &ArgError{Op: "Allreduce", Arg: "out", Msg: fmt.Sprintf("%d elements for %d", len(out), len(data))}
+	}
+	var z T
+	plan := collective.PlanAllreduce(c.model(), len(data), int(unsafe.Sizeof(z)), c.w.cfg.Allreduce)
+	if plan.Algorithm == collective.AllreduceRSAG && elementwise(op) {
+		return allreduceRSAG(ctx, c, data, out, op, plan.Counts)
 	}
 	if _, err := reduceInto(ctx, c, 0, data, out, op, opAllreduce); err != nil {
 		return err
@@ -192,6 +205,52 @@ func AllreduceInto[T Number](ctx context.Context, c *Comm, data, out []T, op Op[
 	}
 	if len(b) > 0 && &b[0] != &AsBytes(out)[0] {
 		copy(AsBytes(out), b)
+	}
+	return nil
+}
+
+// elementwise reports whether op combines element by element, so that
+// the vector may be cut anywhere: Sum, Prod, Min, Max and the ops OpFunc
+// makes, recognised by their function names. Any other op may combine
+// groups of elements (MAXLOC's pairs) and is applied to whole vectors.
+func elementwise[T Number](op Op[T]) bool {
+	f := runtime.FuncForPC(reflect.ValueOf(op).Pointer())
+	if f == nil {
+		return false
+	}
+	const pkg = "github.com/hetcomm/hetcomm/comm."
+	name, ok := strings.CutPrefix(f.Name(), pkg)
+	if !ok {
+		return false
+	}
+	for _, e := range []string{"Sum[", "Prod[", "Min[", "Max[", "OpFunc["} {
+		if strings.HasPrefix(name, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// allreduceRSAG reduce-scatters data in blocks of counts elements, then
+// gathers every rank's block into out.
+func allreduceRSAG[T Number](ctx context.Context, c *Comm, data, out []T, op Op[T], counts []int) error {
+	mine, err := ReduceScatter(ctx, c, data, counts, op)
+	if err != nil {
+		return err
+	}
+	blocks, err := c.Allgatherv(ctx, AsBytes(mine))
+	if err != nil {
+		return err
+	}
+	var z T
+	size := int(unsafe.Sizeof(z))
+	at := 0
+	for r, b := range blocks {
+		if len(b) != counts[r]*size {
+			return opErr("Allreduce", &RankError{Rank: c.group[r], Err: fmt.Errorf("%w: rank %d gathered a block of %d bytes, this rank expected %d", ErrMismatch, r, len(b), counts[r]*size)})
+		}
+		copy(AsBytes(out[at:at+counts[r]]), b)
+		at += counts[r]
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package comm
 import (
 	"context"
 	"fmt"
+	"sync"
+	"unsafe"
 )
 
 // ReduceScatter combines every rank's data with op, element by element in
@@ -40,31 +42,86 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, data []T, counts []in
 		offset[i+1] = offset[i] + counts[i]
 	}
 	block := func(r int) []T { return data[offset[r]:offset[r+1]] }
-	parts, err := k.exchange(nil, func(r int) []byte { return AsBytes(block(r)) })
+	blocks, err := exchangeBlocks[T](k, counts[c.rank], func(r int) []byte { return AsBytes(block(r)) })
 	if err != nil {
 		return nil, k.err(err)
 	}
+	// Combine in rank order.
 	me := c.rank
-	var acc []T
+	acc := make([]T, counts[me])
 	for r := range n {
 		theirs := block(me)
 		if r != me {
-			got, err := FromBytes[T](parts[r])
-			if err == nil && len(got) != counts[me] {
-				err = fmt.Errorf("%w: rank %d sent %d elements for rank %d, whose count here is %d", ErrMismatch, r, len(got), me, counts[me])
-			}
-			if err != nil {
+			if theirs, err = FromBytes[T](blocks[r]); err != nil {
 				return nil, k.err(&RankError{Rank: c.group[r], Err: err})
 			}
-			theirs = got
 		}
-		if acc == nil {
-			acc = append(make([]T, 0, counts[me]), theirs...)
+		if r == 0 {
+			copy(acc, theirs)
 		} else {
 			op(acc, theirs)
 		}
 	}
 	return acc, nil
+}
+
+// exchangeBlocks sends every other rank r the block mine(r) and receives
+// from each a block that must be want elements of T (ErrMismatch, naming
+// the rank, otherwise), all at once: large blocks go by rendezvous, every
+// grant at the same time, into one buffer.
+func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte) ([][]byte, error) {
+	c := k.c
+	n, me := c.Size(), c.rank
+	var z T
+	size := want * int(unsafe.Sizeof(z))
+	reqs := make([]*recvReq, n)
+	for r := range n {
+		if r != me {
+			reqs[r] = c.postRecv(collCtx(c.id), r, k.tag)
+		}
+	}
+	var dones []func() error
+	for r := range n {
+		if r == me {
+			continue
+		}
+		done, err := k.isend(r, mine(r))
+		if err != nil {
+			for _, q := range reqs {
+				if q != nil {
+					c.w.unpost(collCtx(c.id), q)
+				}
+			}
+			return nil, err
+		}
+		dones = append(dones, done)
+	}
+	into := make([]byte, n*size)
+	got := make([][]byte, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		if r == me {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := k.finishInto(reqs[r], into[r*size:(r+1)*size:(r+1)*size])
+			if err == nil && len(b) != size {
+				err = &RankError{Rank: c.group[r], Err: fmt.Errorf("%w: rank %d sent %d bytes for rank %d, whose block here is %d", ErrMismatch, r, len(b), me, size)}
+			}
+			got[r], errs[r] = b, err
+		}()
+	}
+	wg.Wait()
+	sendErr := finishAll(dones)
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return got, sendErr
 }
 
 // ReduceScatterBlock is ReduceScatter with equal blocks: data holds P

@@ -1,0 +1,138 @@
+package collective
+
+import (
+	"math"
+	"math/bits"
+)
+
+// The two ways to Allreduce a vector, and the choice between them.
+const (
+	// AllreduceTree reduces to rank 0 along a binomial tree, then
+	// broadcasts along one: 2 ceil(log2 P) steps of the whole vector.
+	// It pays the fewest start-ups, so it wins for small vectors.
+	AllreduceTree Algorithm = "tree"
+	// AllreduceRSAG reduce-scatters the vector, then allgathers the
+	// blocks: every rank sends and receives about twice the vector once,
+	// whatever P, so it wins for large vectors. The blocks are in
+	// proportion to the ranks' NIC rates, so a slow NIC carries less.
+	AllreduceRSAG Algorithm = "rsag"
+)
+
+// AllreducePlan is how to Allreduce a vector of Elems elements.
+type AllreducePlan struct {
+	Algorithm Algorithm
+	// Counts is, for AllreduceRSAG, the block of each rank in elements
+	// (they add up to Elems).
+	Counts []int
+	// Tree and RSAG are the two algorithms' predicted times, in seconds.
+	Tree, RSAG float64
+}
+
+// rsagMargin: Auto reduce-scatters only when that is predicted to take
+// less than this share of the tree's time. Both move the same bytes in
+// all (2(P-1) vectors' worth); the tree moves them as fewer, larger
+// messages and gains where the ranks share CPUs (4 ranks on 2 cores,
+// loopback: the tree was as fast or faster at 8 MiB), which the model
+// does not see. With uniform NICs this picks reduce-scatter from 8 ranks
+// (predicted 0.59 of the tree; 0.75 at 4); with one NIC ten times slower
+// than the others already at 4 (0.53).
+const rsagMargin = 0.6
+
+// PlanAllreduce chooses how to Allreduce elems elements of elemSize bytes
+// on the ranks of m, by the predictions of both algorithms: the tree
+// costs 2 ceil(log2 P) (T + b/r) for a vector of b bytes, with T the
+// median start-up time and r the slowest rank's NIC rate (the tree's
+// inner ranks are whichever they are); reduce-scatter then allgather
+// costs 2 (P-1) T + max over ranks of 2 (b + (P-2) b_i) / r_i, the bytes
+// rank i sends and receives through its NIC of rate r_i with its block of
+// b_i bytes. algo forces one ("" or Auto: reduce-scatter when predicted
+// to take less than rsagMargin of the tree's time).
+func PlanAllreduce(m *Model, elems, elemSize int, algo Algorithm) AllreducePlan {
+	n := m.Size()
+	p := AllreducePlan{Algorithm: AllreduceTree}
+	if n < 2 || elems == 0 {
+		return p
+	}
+	out, in := m.NICRates()
+	rates := make([]float64, n)
+	slowest := math.Inf(1)
+	for r := range rates {
+		rates[r] = min(out[r], in[r])
+		slowest = min(slowest, rates[r])
+	}
+	var lat []float64
+	if m.Latency != nil {
+		for i := 0; i < n; i++ {
+			for j := 0; j < n; j++ {
+				if i != j {
+					lat = append(lat, m.Latency[i][j])
+				}
+			}
+		}
+	}
+	t := 0.0
+	if len(lat) > 0 {
+		t = Median(lat)
+	}
+	b := float64(elems) * float64(elemSize)
+	rounds := float64(bits.Len(uint(n - 1)))
+	p.Tree = 2 * rounds * (t + b/slowest)
+	p.Counts = ProportionalCounts(elems, rates)
+	worst := 0.0
+	for r, c := range p.Counts {
+		bi := float64(c) * float64(elemSize)
+		worst = max(worst, 2*(b+float64(n-2)*bi)/rates[r])
+	}
+	p.RSAG = 2*float64(n-1)*t + worst
+	switch {
+	case algo == AllreduceRSAG, (algo == "" || algo == Auto) && p.RSAG < rsagMargin*p.Tree:
+		p.Algorithm = AllreduceRSAG
+	default:
+		p.Counts = nil
+	}
+	return p
+}
+
+// ProportionalCounts splits total units into one count per weight, in
+// proportion to the weights (largest remainders get the leftover units),
+// so that the counts add up to total. Non-positive weights get nothing,
+// unless every weight is: then the split is even.
+func ProportionalCounts(total int, weights []float64) []int {
+	counts := make([]int, len(weights))
+	if len(weights) == 0 {
+		return counts
+	}
+	w := make([]float64, len(weights))
+	sum := 0.0
+	for i, x := range weights {
+		if x > 0 && !math.IsInf(x, 0) {
+			w[i] = x
+			sum += x
+		}
+	}
+	if sum == 0 {
+		for i := range w {
+			w[i] = 1
+		}
+		sum = float64(len(w))
+	}
+	given := 0
+	rem := make([]float64, len(w))
+	for i := range w {
+		exact := float64(total) * w[i] / sum
+		counts[i] = int(math.Floor(exact))
+		rem[i] = exact - float64(counts[i])
+		given += counts[i]
+	}
+	for ; given < total; given++ {
+		best := 0
+		for i := range rem {
+			if rem[i] > rem[best] || rem[i] == rem[best] && w[i] > w[best] {
+				best = i
+			}
+		}
+		counts[best]++
+		rem[best] = -1
+	}
+	return counts
+}

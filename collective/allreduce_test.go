@@ -1,0 +1,58 @@
+package collective
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestProportionalCounts(t *testing.T) {
+	require.Equal(t, []int{5, 3, 2}, ProportionalCounts(10, []float64{5, 3, 2}))
+	require.Equal(t, []int{4, 3, 3}, ProportionalCounts(10, []float64{1, 1, 1}), "leftovers to the largest remainders, then the larger weight, then the lower index")
+	require.Equal(t, []int{0, 7}, ProportionalCounts(7, []float64{0, 2}), "no weight, nothing")
+	require.Equal(t, []int{2, 2, 1}, ProportionalCounts(5, []float64{0, -1, 0}), "no positive weight at all: even")
+	require.Equal(t, []int{0, 0}, ProportionalCounts(0, []float64{1, 2}))
+	for total := 0; total < 50; total++ {
+		c := ProportionalCounts(total, []float64{0.3, 7, 1.1, 2})
+		sum := 0
+		for _, x := range c {
+			require.GreaterOrEqual(t, x, 0)
+			sum += x
+		}
+		require.Equal(t, total, sum)
+	}
+}
+
+func TestPlanAllreduce(t *testing.T) {
+	m4 := NewUniformModel(4, 50e-6, 1e9)
+	small := PlanAllreduce(m4, 1, 8, "")
+	require.Equal(t, AllreduceTree, small.Algorithm)
+	require.Nil(t, small.Counts)
+	// 4 ranks: the tree's 2 log2 P = 4 vector times against reduce-scatter's
+	// 3: not below half, so the tree, but forcing works.
+	big := PlanAllreduce(m4, 1<<20, 8, Auto)
+	require.Equal(t, AllreduceTree, big.Algorithm)
+	require.InDelta(t, 4*(50e-6+8.0*(1<<20)/1e9), big.Tree, 1e-12)
+	require.InDelta(t, 6*50e-6+2*(8.0*(1<<20)*1.5)/1e9, big.RSAG, 1e-9)
+	forced := PlanAllreduce(m4, 1<<20, 8, AllreduceRSAG)
+	require.Equal(t, AllreduceRSAG, forced.Algorithm)
+	require.Equal(t, []int{1 << 18, 1 << 18, 1 << 18, 1 << 18}, forced.Counts)
+
+	// 8 ranks on uniform NICs: reduce-scatter.
+	require.Equal(t, AllreduceRSAG, PlanAllreduce(NewUniformModel(8, 50e-6, 1e9), 1<<20, 8, "").Algorithm)
+
+	// One NIC ten times slower: the tree runs at its pace, reduce-scatter
+	// gives it a tenth of a block.
+	m := NewUniformModel(4, 50e-6, 1e9)
+	for j := 0; j < 4; j++ {
+		if j != 3 {
+			m.Bandwidth[3][j], m.Bandwidth[j][3] = 1e8, 1e8
+		}
+	}
+	slow := PlanAllreduce(m, 1<<20, 8, "")
+	require.Equal(t, AllreduceRSAG, slow.Algorithm)
+	require.Less(t, slow.Counts[3]*5, slow.Counts[0], "the slow rank's block is much smaller")
+	require.Equal(t, 1<<20, slow.Counts[0]+slow.Counts[1]+slow.Counts[2]+slow.Counts[3])
+
+	require.Equal(t, AllreduceTree, PlanAllreduce(NewUniformModel(1, 0, 1), 100, 8, AllreduceRSAG).Algorithm, "one rank: nothing to split")
+}
