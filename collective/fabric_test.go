@@ -299,15 +299,20 @@ func TestShareAgainstReference(t *testing.T) {
 // while rank 0 and rank 1 also send four short flows each to ranks 3-6,
 // fair sharing of their egress gives A and C 2 B/s each, and rank 2's
 // ingress runs at 4 of its 10 B/s.
-func pacingExample() (*Fabric, *Exchange) {
-	f := switchFabric(10, 10, 10, 100, 100, 100, 100)
+func pacingExample() (*Fabric, *Exchange) { return scaledPacingExample(1, 100, 10) }
+
+// scaledPacingExample is pacingExample with NICs of nic times 10 B/s
+// (100 for ranks 3-6), large messages of big bytes and small ones of
+// small bytes.
+func scaledPacingExample(nic float64, big, small int64) (*Fabric, *Exchange) {
+	f := switchFabric(10*nic, 10*nic, 10*nic, 100*nic, 100*nic, 100*nic, 100*nic)
 	x := &Exchange{Bytes: make([][]int64, 7)}
 	for i := range x.Bytes {
 		x.Bytes[i] = make([]int64, 7)
 	}
-	x.Bytes[0][2], x.Bytes[1][2] = 100, 100
+	x.Bytes[0][2], x.Bytes[1][2] = big, big
 	for d := 3; d < 7; d++ {
-		x.Bytes[0][d], x.Bytes[1][d] = 10, 10
+		x.Bytes[0][d], x.Bytes[1][d] = small, small
 	}
 	return f, x
 }
@@ -339,15 +344,7 @@ func TestPlanFlowsPacedReachesTheBound(t *testing.T) {
 	// and first. While they run they take their fair share of rank 0's
 	// and rank 1's egress, so the paced ones end later than the bound by
 	// at most the time the small ones need there: 4 x 64 KiB at 10 MB/s.
-	mf := switchFabric(10e6, 10e6, 10e6, 100e6, 100e6, 100e6, 100e6)
-	mx := &Exchange{Bytes: make([][]int64, 7)}
-	for i := range mx.Bytes {
-		mx.Bytes[i] = make([]int64, 7)
-	}
-	mx.Bytes[0][2], mx.Bytes[1][2] = 100e6, 100e6
-	for d := 3; d < 7; d++ {
-		mx.Bytes[0][d], mx.Bytes[1][d] = 64<<10, 64<<10
-	}
+	mf, mx := scaledPacingExample(1e6, 100e6, 64<<10)
 	mixed, err := PlanFlows(mf, mx, Paced, FlowOptions{})
 	require.NoError(t, err)
 	require.NoError(t, ValidateExchange(mx, mixed))
