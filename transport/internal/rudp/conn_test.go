@@ -38,6 +38,8 @@ func TestConfigValidate(t *testing.T) {
 		{"keepalive off", func(c *Config) { c.KeepAlive = -1 }, true},
 		{"negative rto", func(c *Config) { c.MinRTO = -1 }, false},
 		{"negative backlog", func(c *Config) { c.AcceptBacklog = -1 }, false},
+		{"key", func(c *Config) { c.Key = []byte("0123456789abcdef") }, true},
+		{"short key", func(c *Config) { c.Key = []byte("0123456789abcde") }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
