@@ -202,8 +202,16 @@ func TestCloseSemantics(t *testing.T) {
 	})
 	t.Run("write then close under loss delivers everything", func(t *testing.T) {
 		// A SACKed FIN with holes before it must not end the connection.
+		// Close's Linger and the idle timeout are budgets for the
+		// transfer, not what is checked: they only bound a stall, so they
+		// are far beyond what a run takes even on a starved machine (the
+		// 2 s of testConfig ran out under two CPU hogs and Close reset
+		// the stream). The test waits for the events: EOF, then Close.
+		cfg := testConfig()
+		cfg.Linger = time.Minute
+		cfg.IdleTimeout = time.Minute
 		for seed := range uint64(6) {
-			c, s, _ := memPair(t, MemConfig{Seed: seed, MTU: 1400, Link: MemLink{Loss: 0.2, Reorder: 0.05}}, testConfig())
+			c, s, _ := memPair(t, MemConfig{Seed: seed, MTU: 1400, Link: MemLink{Loss: 0.2, Reorder: 0.05}}, cfg)
 			data := pattern(seed, 300<<10)
 			go func() {
 				_, _ = s.Write(data)
