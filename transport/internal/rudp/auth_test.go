@@ -695,3 +695,46 @@ func FuzzAuthCheck(f *testing.F) {
 }
 
 var _ net.PacketConn = (*recorder)(nil)
+
+// TestKeyMismatch: a dial to a listener that holds another key, or none,
+// fails at once with ErrKeyMismatch (the listener's answer names the SYN's
+// fresh id but does not verify), and the listener opens nothing. A client
+// without a key gets no answer it could act on.
+func TestKeyMismatch(t *testing.T) {
+	other := keyedConfig()
+	other.Key = wrongKey
+	cases := []struct {
+		name          string
+		client, srv   Config
+		want          error
+		unauthAtSrv   bool
+		timeoutBudget time.Duration // the dial's context: the error must come from the peer's answer
+	}{
+		{"listener with another key", keyedConfig(), other, ErrKeyMismatch, true, time.Minute},
+		{"listener without a key", keyedConfig(), testConfig(), ErrKeyMismatch, false, time.Minute},
+		{"client without a key", testConfig(), keyedConfig(), context.DeadlineExceeded, true, 300 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Long idle timeouts: a timeout cannot pass for a refusal.
+			tc.client.IdleTimeout, tc.srv.IdleTimeout = time.Minute, time.Minute
+			e := newAuthEnv(t, tc.srv)
+			pc, err := e.nw.Listen("127.0.0.2:0")
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), tc.timeoutBudget)
+			defer cancel()
+			_, err = DialPacketConn(ctx, pc, e.ln.Addr(), tc.client)
+			require.ErrorIs(t, err, tc.want)
+			require.Contains(t, err.Error(), "rudp: ")
+			ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel2()
+			_, err = e.ln.Accept(ctx2)
+			require.ErrorIs(t, err, context.DeadlineExceeded, "a connection was accepted")
+			if tc.unauthAtSrv {
+				st := e.ln.Stats()
+				require.NotZero(t, st.Unauthenticated)
+				require.Zero(t, st.Created)
+			}
+		})
+	}
+}

@@ -256,6 +256,20 @@ func resolveUDP(ctx context.Context, network, addr string) (*net.UDPAddr, error)
 	return net.UDPAddrFromAddrPort(netip.AddrPortFrom(ips[0].Unmap(), uint16(p))), nil
 }
 
+// keyMismatch ends a dial whose peer answered with a control packet that
+// names our SYN's fresh id but does not verify under our key (a listener
+// that refused our SYN's MAC, or one without a key). Only the peer saw
+// that id, so a blind attacker cannot forge this; after the handshake such
+// packets are merely dropped.
+func (c *Conn) keyMismatch() {
+	c.mu.Lock()
+	dialling := c.state == stateSynSent
+	c.mu.Unlock()
+	if dialling { // only this reader moves the state on from stateSynSent
+		c.teardown(ErrKeyMismatch, false)
+	}
+}
+
 // reflectRST answers a packet naming id, which is not ours, with an RST
 // naming it (rate limited; called by the reader only). The peer's
 // connection whose peer id that is, if any, ends; the RST names no id of
@@ -302,6 +316,9 @@ func (c *Conn) dialReadLoop(ap apConn) {
 		}
 		if !c.auth.check(&h, pb.b[:n]) {
 			c.drops.unauth.Add(1)
+			if h.dst == c.localID && (h.typ == typeRST || h.typ == typeSYNACK) {
+				c.keyMismatch()
+			}
 			continue
 		}
 		if h.dst != c.localID && (h.typ == typeSYNACK || h.typ == typeDATA || h.typ == typeACK) {

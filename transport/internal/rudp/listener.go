@@ -239,6 +239,9 @@ func (l *Listener) readLoop() {
 		if !l.auth.check(&h, pb.b[:n]) {
 			// Without proof of the key: no connection sees it.
 			l.unauth.Add(1)
+			if h.typ == typeSYN {
+				l.refuseSYN(&h, payload, from)
+			}
 			continue
 		}
 		l.mu.Lock()
@@ -294,6 +297,28 @@ func (l *Listener) reflectRST(h *header, to netip.AddrPort) {
 	}
 	var b [maxCtrlLen]byte
 	_, _ = l.ap.WriteToUDPAddrPort(buildRST(b[:], h.dst, 0, h.tsecr, l.auth), to)
+}
+
+// refuseSYN answers a SYN whose MAC did not verify, from an address that
+// has no connection, with an RST (unauthenticated, 36 bytes) naming the id
+// the SYN carried. A dialling client with a key, the only one that knows
+// that fresh id, then fails at once with ErrKeyMismatch instead of waiting
+// for its idle timeout; anyone else drops it. Rate limited with the
+// reflected RSTs.
+func (l *Listener) refuseSYN(h *header, payload []byte, from netip.AddrPort) {
+	info, err := decodeSYN(payload)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	busy := l.conns[from] != nil || l.ids[info.srcID] != nil
+	l.mu.Unlock()
+	if busy || !l.rstLim.allow(time.Now()) {
+		return
+	}
+	var b [headerLen]byte
+	rst := header{typ: typeRST, dst: info.srcID, tsval: h.tsecr}
+	_, _ = l.ap.WriteToUDPAddrPort(b[:rst.encode(b[:])], from)
 }
 
 // socketGone tears down every connection when the socket closed under them.
