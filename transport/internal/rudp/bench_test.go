@@ -181,3 +181,77 @@ func BenchmarkLossyThroughput(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHandshake measures opening a connection: Dial until the
+// handshake completes and Accept returns it, then an abortive Close of both
+// ends (Linger < 0, so no FIN exchange is timed).
+func BenchmarkHandshake(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Linger = -1
+	for _, nw := range []string{"net=loopback", "net=mem"} {
+		b.Run(nw, func(b *testing.B) {
+			var ln *Listener
+			var mem *MemNetwork
+			var err error
+			if nw == "net=loopback" {
+				ln, err = Listen("udp", "127.0.0.1:0", cfg)
+			} else {
+				mem = NewMemNetwork(MemConfig{Seed: 1})
+				var pc *MemPacketConn
+				pc, err = mem.Listen("127.0.0.1:9000")
+				if err == nil {
+					ln, err = ListenPacketConn(pc, cfg)
+				}
+			}
+			require.NoError(b, err)
+			defer ln.Close()
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				var c *Conn
+				if mem == nil {
+					c, err = Dial(ctx, "udp", ln.Addr().String(), cfg)
+				} else {
+					pc, lerr := mem.Listen("127.0.0.2:0")
+					require.NoError(b, lerr)
+					c, err = DialPacketConn(ctx, pc, ln.Addr(), cfg)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				s, err := ln.Accept(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = c.Close()
+				_ = s.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkAuth measures sealing and checking one control packet (an
+// authenticated SYN, the largest).
+func BenchmarkAuth(b *testing.B) {
+	key := newAuthKey([]byte("0123456789abcdef0123456789abcdef"))
+	buf := make([]byte, maxCtrlLen)
+	syn := buildSYN(buf, header{typ: typeSYN, wnd: 100}, synInfo{srcID: 7, maxPacket: 1400}, key)
+	var h header
+	if _, err := decodePacket(syn, &h); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("op=sign", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			key.sign(syn)
+		}
+	})
+	b.Run("op=verify", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !key.check(&h, syn) {
+				b.Fatal("does not verify")
+			}
+		}
+	})
+}

@@ -91,7 +91,28 @@ type Config struct {
 	// DisablePacing turns the token-bucket pacer off (packets then leave in
 	// congestion-window bursts). Pacing is on by default.
 	DisablePacing bool
+
+	// Key authenticates connection control: with a key, every SYN, SYNACK
+	// and RST carries a MAC (HMAC-SHA256, truncated to 16 bytes) under a
+	// key derived from it, and control packets whose MAC is missing or
+	// wrong are dropped and counted (Stats.Unauthenticated,
+	// ListenerStats.Unauthenticated) without touching any connection. Both
+	// ends need the same key. The transport's UDP network sets it to the
+	// job's secret. At least MinKeyLen bytes; it is read when Listen or
+	// Dial is called and never sent. docs/rudp.md, "Authentication", has
+	// the threat model.
+	//
+	// nil (the zero value) means no authentication, for rudp used alone
+	// and in tests: control packets carry no MAC and are accepted from
+	// anyone who can send to the socket, so connections are then protected
+	// only by their random 64-bit ids (a blind sender cannot guess them;
+	// one that sees the traffic can reset a connection) and a listener
+	// accepts any SYN.
+	Key []byte
 }
+
+// MinKeyLen is the shortest non-empty Config.Key that Validate accepts.
+const MinKeyLen = 16
 
 // Defaults used for zero-valued Config fields.
 const (
@@ -157,6 +178,9 @@ func (c Config) Validate() error {
 		if f.v < 0 {
 			return fmt.Errorf("rudp: negative %s %v", f.name, f.v)
 		}
+	}
+	if len(c.Key) > 0 && len(c.Key) < MinKeyLen {
+		return fmt.Errorf("rudp: Key of %d bytes, need at least %d (or none)", len(c.Key), MinKeyLen)
 	}
 	r := c.resolved()
 	if r.MinRTO > r.MaxRTO {

@@ -33,6 +33,11 @@ type Conn struct {
 	peer     netip.AddrPort
 	isClient bool
 	epoch    time.Time
+	auth     *authKey // nil: control packets are not authenticated
+	// promote, set on a listener's connections, hands the connection to
+	// Accept once the handshake is complete (called without mu).
+	promote func()
+	rstLim  rstLimiter // reflected RSTs (dialled: used by its reader only)
 
 	readMu  sync.Mutex
 	writeMu sync.Mutex
@@ -73,7 +78,8 @@ type Conn struct {
 	synDue    bool // client: send SYN
 	synAt     time.Duration
 	synCount  int
-	synackDue bool // server: send SYNACK
+	synackDue bool          // server: send SYNACK
+	lastProbe time.Duration // server: when probe last asked for a packet
 	pingDue   bool
 
 	// Send token (see flush).
@@ -99,6 +105,10 @@ const (
 	stateSynSent connState = iota
 	stateEstablished
 	stateDead
+	// stateSynRcvd: a listener's connection that has answered a SYN but
+	// not yet received a packet naming its own (fresh, random) id, which
+	// proves the peer got the SYNACK. Only then does Accept return it.
+	stateSynRcvd
 )
 
 // sendState is the sending half: sequence numbers una <= nxt <= end.
@@ -164,6 +174,7 @@ type recvState struct {
 type dropCounters struct {
 	malformed atomic.Uint64
 	foreign   atomic.Uint64
+	unauth    atomic.Uint64
 }
 
 const maxBatch = 32
@@ -194,7 +205,7 @@ func newConn(cfg Config, ep endpoint, laddr, raddr net.Addr, peer netip.AddrPort
 		closing:     make(chan struct{}),
 		readable:    make(chan struct{}, 1),
 		writable:    make(chan struct{}, 1),
-		ctrlSyn:     make([]byte, headerLen+synPayload),
+		ctrlSyn:     make([]byte, maxCtrlLen),
 		ctrlAck:     make([]byte, maxHeaderLen),
 		batch:       make([][]byte, 0, maxBatch+2),
 	}
@@ -288,6 +299,14 @@ type Stats struct {
 	OutsideWindow       uint64 // DATA packets beyond the advertised window
 	Malformed           uint64 // datagrams that failed validation
 	Foreign             uint64 // well-formed datagrams for another connection
+	// Unauthenticated counts control packets (SYN, SYNACK, RST) dropped
+	// because their MAC was missing or wrong (only with Config.Key; a
+	// listener's connections count them in ListenerStats instead).
+	Unauthenticated uint64
+	// StaleHandshakes counts SYNs and SYNACKs of this connection that
+	// arrived after its handshake was over (late duplicates or replays):
+	// ignored.
+	StaleHandshakes uint64
 
 	SRTT, RTTVar, MinRTT, RTO time.Duration
 
@@ -308,6 +327,7 @@ func (c *Conn) Stats() Stats {
 	st := c.stats
 	st.Malformed = c.drops.malformed.Load()
 	st.Foreign = c.drops.foreign.Load()
+	st.Unauthenticated = c.drops.unauth.Load()
 	st.SRTT = c.rtt.srtt
 	st.RTTVar = c.rtt.rttvar
 	st.MinRTT = c.rtt.min

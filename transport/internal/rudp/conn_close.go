@@ -91,20 +91,17 @@ func (c *Conn) teardown(cause error, rst bool) {
 	c.err = cause
 	c.timer.Stop()
 	close(c.quit)
-	peerID := c.peerID
-	sendRST := rst && peerID != 0 && !c.rcv.eof
-	var h header
+	sendRST := rst && c.peerID != 0 && !c.rcv.eof
+	var pkt []byte
 	if sendRST {
-		h = header{typ: typeRST, dst: peerID, tsval: usec(c.now())}
+		pkt = buildRST(make([]byte, maxCtrlLen), c.peerID, c.localID, usec(c.now()), c.auth)
 		c.stats.PacketsSent++
 	}
 	c.mu.Unlock()
 	if sendRST {
 		// Twice: a lost RST leaves the peer waiting for its Linger.
-		b := make([]byte, headerLen)
-		h.encode(b)
-		_ = c.ep.write(b, c.peer)
-		_ = c.ep.write(b, c.peer)
+		_ = c.ep.write(pkt, c.peer)
+		_ = c.ep.write(pkt, c.peer)
 	}
 	c.rdl.stop()
 	c.wdl.stop()

@@ -119,8 +119,9 @@ func (c *Conn) updateEdgeLocked() {
 	}
 }
 
-// handlePacket processes one decoded datagram from the peer. pb is the
-// buffer payload lives in; the result says whether the Conn kept it.
+// handlePacket processes one decoded datagram from the peer (its MAC, if
+// any, already checked by the reader). pb is the buffer payload lives in;
+// the result says whether the Conn kept it.
 func (c *Conn) handlePacket(h *header, payload []byte, pb *pbuf) (kept bool) {
 	c.mu.Lock()
 	if c.state == stateDead {
@@ -131,32 +132,43 @@ func (c *Conn) handlePacket(h *header, payload []byte, pb *pbuf) (kept bool) {
 	c.stats.PacketsReceived++
 	c.stats.BytesReceived += uint64(encodedLen(int(h.nsack)) + len(payload))
 	var fail error
+	promoted := false
 	switch h.typ {
 	case typeSYN:
-		// A retransmitted SYN: our SYNACK was lost.
-		if info, err := decodeSYN(payload); err == nil && info.srcID == c.peerID && !c.isClient {
-			c.lastRecv = now
+		info, err := decodeSYN(payload)
+		switch {
+		case err != nil || c.isClient || info.srcID != c.peerID:
+			c.drops.foreign.Add(1)
+		case c.state == stateSynRcvd:
+			// A retransmitted SYN: our SYNACK was lost. It is not a sign
+			// of life: a half-open connection lives until synAt.
 			c.noteEchoLocked(h, now)
 			c.synackDue = true
-		} else {
-			c.drops.foreign.Add(1)
+		default:
+			// The peer has our SYNACK (it sent packets naming our id):
+			// a late duplicate or a replay. No answer, no state change.
+			c.stats.StaleHandshakes++
 		}
 	case typeSYNACK:
 		c.onSynAckLocked(h, payload, now)
-	default:
-		if h.typ == typeRST && c.peerID != 0 && h.dst == c.peerID {
-			// Reflected by the peer's listener: it has no connection
-			// with the id we know it by any more.
+	case typeRST:
+		if c.rstAcceptedLocked(h, payload) {
 			fail = ErrReset
-			break
+		} else {
+			c.drops.foreign.Add(1)
 		}
-		if h.dst != c.localID || c.state != stateEstablished {
+	default:
+		if h.dst != c.localID || c.state == stateSynSent {
 			c.drops.foreign.Add(1)
 			break
 		}
-		if h.typ == typeRST {
-			fail = ErrReset
-			break
+		if c.state == stateSynRcvd {
+			// The peer names our id, which only our SYNACK carried: the
+			// handshake is complete.
+			c.state = stateEstablished
+			c.synAt = 0
+			close(c.established)
+			promoted = true
 		}
 		if !c.onAckLocked(h, now) {
 			c.drops.malformed.Add(1)
@@ -174,12 +186,55 @@ func (c *Conn) handlePacket(h *header, payload []byte, pb *pbuf) (kept bool) {
 		}
 	}
 	c.mu.Unlock()
+	if promoted && c.promote != nil {
+		c.promote()
+	}
 	if fail != nil {
 		c.teardown(fail, false)
 		return kept
 	}
 	c.flush()
 	return kept
+}
+
+// rstAcceptedLocked decides whether an RST ends this connection. An
+// authenticated RST also names its sender's id, which must fit.
+func (c *Conn) rstAcceptedLocked(h *header, payload []byte) bool {
+	src, authed := rstSource(h, payload)
+	switch {
+	case c.peerID != 0 && h.dst == c.peerID:
+		// Reflected by the peer's socket: it has no connection with the
+		// id we know it by any more (a reflected RST names no sender).
+		return !authed || src == 0
+	case h.dst == c.localID && c.state != stateSynSent:
+		// Sent by the peer of this connection.
+		return !authed || src == c.peerID
+	}
+	return false
+}
+
+// probe makes the connection send a packet to its peer's address now (a
+// PING, or the SYNACK while half-open), at most once per RTO. The
+// listener calls it when a SYN with another connection id comes from that
+// address: a peer that is alive answers as usual, while a socket that
+// changed hands (the peer restarted on the same port) answers with an RST
+// for the old id, which ends this connection so that the new one can
+// start (docs/rudp.md, "Restart").
+func (c *Conn) probe() {
+	c.mu.Lock()
+	now := c.now()
+	if c.state == stateDead || (c.lastProbe != 0 && now-c.lastProbe < c.rtoLocked()) {
+		c.mu.Unlock()
+		return
+	}
+	c.lastProbe = now
+	if c.state == stateSynRcvd {
+		c.synackDue = true
+	} else {
+		c.pingDue = true
+	}
+	c.mu.Unlock()
+	c.flush()
 }
 
 func (c *Conn) noteEchoLocked(h *header, now time.Duration) {
@@ -196,7 +251,10 @@ func (c *Conn) onSynAckLocked(h *header, payload []byte, now time.Duration) {
 	}
 	if c.state != stateSynSent {
 		if info.srcID == c.peerID {
-			c.rcv.ackNow = true // the server missed our ACK; harmless
+			// A duplicate (or a replay): answering with an ACK is
+			// harmless and helps a server that missed ours.
+			c.stats.StaleHandshakes++
+			c.rcv.ackNow = true
 		}
 		return
 	}

@@ -156,15 +156,18 @@ func (c *Conn) collectLocked() [][]byte {
 	if c.state == stateSynSent {
 		if c.synDue {
 			c.synDue = false
-			c.buildSynLocked(typeSYN, 0, now)
-			c.batch = append(c.batch, c.ctrlSyn)
+			c.batch = append(c.batch, c.buildSynLocked(typeSYN, 0, now))
 		}
 		return c.batch
 	}
 	if c.synackDue {
 		c.synackDue = false
-		c.buildSynLocked(typeSYNACK, c.peerID, now)
-		c.batch = append(c.batch, c.ctrlSyn)
+		c.batch = append(c.batch, c.buildSynLocked(typeSYNACK, c.peerID, now))
+	}
+	if c.state == stateSynRcvd {
+		// Half-open: nothing but the SYNACK until the peer names our id.
+		c.noteSentLocked(now)
+		return c.batch
 	}
 	var ah header
 	nblocks := c.ackHeaderLocked(&ah, now)
@@ -224,6 +227,12 @@ func (c *Conn) collectLocked() [][]byte {
 		c.batch = append(c.batch, c.ctrlAck[:n])
 		c.ackSentLocked()
 	}
+	c.noteSentLocked(now)
+	return c.batch
+}
+
+// noteSentLocked accounts for the batch about to leave.
+func (c *Conn) noteSentLocked(now time.Duration) {
 	if len(c.batch) > 0 {
 		c.pingDue = false
 		c.lastSent = now
@@ -232,7 +241,6 @@ func (c *Conn) collectLocked() [][]byte {
 			c.stats.BytesSent += uint64(len(b))
 		}
 	}
-	return c.batch
 }
 
 // canSendLocked applies the congestion window and the pacer.
@@ -300,8 +308,10 @@ func (c *Conn) transmitLocked(s *segment, ah *header, nblocks int, now time.Dura
 	c.ackSentLocked()
 }
 
-func (c *Conn) buildSynLocked(typ pktType, dst uint64, now time.Duration) {
-	h := header{typ: typ, dst: dst, tsval: usec(now), plen: synPayload}
+// buildSynLocked writes a SYN or SYNACK (signed when the connection has a
+// key) into ctrlSyn and returns it.
+func (c *Conn) buildSynLocked(typ pktType, dst uint64, now time.Duration) []byte {
+	h := header{typ: typ, dst: dst, tsval: usec(now)}
 	if c.rcv.haveEcho {
 		h.tsecr = c.rcv.echoTs + usec(now-c.rcv.echoAt)
 	}
@@ -310,6 +320,5 @@ func (c *Conn) buildSynLocked(typ pktType, dst uint64, now time.Duration) {
 	} else {
 		h.wnd = uint32(max(2, c.cfg.RecvBuffer/bufCharge(c.maxPacket)))
 	}
-	h.encode(c.ctrlSyn)
-	encodeSYN(c.ctrlSyn[headerLen:], synInfo{srcID: c.localID, maxPacket: uint16(c.maxPacket)})
+	return buildSYN(c.ctrlSyn, h, synInfo{srcID: c.localID, maxPacket: uint16(c.maxPacket)}, c.auth)
 }

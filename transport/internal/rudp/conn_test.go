@@ -38,6 +38,8 @@ func TestConfigValidate(t *testing.T) {
 		{"keepalive off", func(c *Config) { c.KeepAlive = -1 }, true},
 		{"negative rto", func(c *Config) { c.MinRTO = -1 }, false},
 		{"negative backlog", func(c *Config) { c.AcceptBacklog = -1 }, false},
+		{"key", func(c *Config) { c.Key = []byte("0123456789abcdef") }, true},
+		{"short key", func(c *Config) { c.Key = []byte("0123456789abcde") }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,8 +202,16 @@ func TestCloseSemantics(t *testing.T) {
 	})
 	t.Run("write then close under loss delivers everything", func(t *testing.T) {
 		// A SACKed FIN with holes before it must not end the connection.
+		// Close's Linger and the idle timeout are budgets for the
+		// transfer, not what is checked: they only bound a stall, so they
+		// are far beyond what a run takes even on a starved machine (the
+		// 2 s of testConfig ran out under two CPU hogs and Close reset
+		// the stream). The test waits for the events: EOF, then Close.
+		cfg := testConfig()
+		cfg.Linger = time.Minute
+		cfg.IdleTimeout = time.Minute
 		for seed := range uint64(6) {
-			c, s, _ := memPair(t, MemConfig{Seed: seed, MTU: 1400, Link: MemLink{Loss: 0.2, Reorder: 0.05}}, testConfig())
+			c, s, _ := memPair(t, MemConfig{Seed: seed, MTU: 1400, Link: MemLink{Loss: 0.2, Reorder: 0.05}}, cfg)
 			data := pattern(seed, 300<<10)
 			go func() {
 				_, _ = s.Write(data)

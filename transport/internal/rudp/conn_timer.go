@@ -70,6 +70,9 @@ func (c *Conn) onTimer() {
 	if c.userClosed && c.lingerAt != 0 && now >= c.lingerAt {
 		fail, rst = ErrClosed, true
 	}
+	if c.state == stateSynRcvd && now >= c.synAt {
+		fail = ErrPeerTimeout // the handshake was never completed
+	}
 	if c.state == stateSynSent && now >= c.synAt {
 		c.synDue = true
 		c.synCount++
@@ -151,7 +154,7 @@ func (c *Conn) nextDeadlineLocked(now time.Duration) time.Duration {
 	consider(c.snd.pacingAt)
 	consider(c.rcv.ackAt)
 	consider(c.lingerAt)
-	if c.state == stateSynSent {
+	if c.state == stateSynSent || c.state == stateSynRcvd {
 		consider(c.synAt)
 	}
 	if c.cfg.KeepAlive > 0 && c.state == stateEstablished {

@@ -24,7 +24,17 @@
 //     largest datagram; SYNACK returns the server's id and the negotiated
 //     size. Every later packet names the receiver's id, so stray datagrams
 //     and those of an earlier connection from the same address are dropped.
-//     A SYN with a new id from a known address replaces the old connection.
+//     Accept returns a connection once the client has named the server's
+//     id (it received the SYNACK). A SYN never replaces a connection: one
+//     with a new id from a known address makes the listener probe the old
+//     connection, and a peer that restarted on that address answers with
+//     an RST for its old id.
+//   - Authentication: with Config.Key (the transport sets the job's
+//     secret) SYN, SYNACK and RST carry an HMAC-SHA256 tag under a derived
+//     key, and control packets without a valid one are dropped before they
+//     reach any connection, so nobody without the key can open, reset or
+//     tear down a connection. Data and acknowledgements carry no MAC: the
+//     random connection ids stop blind injection.
 //   - Data: the stream is cut into packets numbered by a per-direction
 //     sequence number (32 bits on the wire, extended to 64 bits). Every
 //     packet acknowledges cumulatively, advertises the receive window in

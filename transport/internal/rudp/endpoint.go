@@ -193,6 +193,7 @@ func dialOn(ctx context.Context, pc net.PacketConn, connected *net.UDPConn, peer
 		size = pathPacketSize(pc, local.Addr(), peer.Addr())
 	}
 	c := newConn(cfg, ep, pc.LocalAddr(), net.UDPAddrFromAddrPort(peer), peer, true)
+	c.auth = newAuthKey(cfg.Key)
 	c.localID = newID()
 	c.maxPacket = size
 	c.mu.Lock()
@@ -255,6 +256,32 @@ func resolveUDP(ctx context.Context, network, addr string) (*net.UDPAddr, error)
 	return net.UDPAddrFromAddrPort(netip.AddrPortFrom(ips[0].Unmap(), uint16(p))), nil
 }
 
+// keyMismatch ends a dial whose peer answered with a control packet that
+// names our SYN's fresh id but does not verify under our key (a listener
+// that refused our SYN's MAC, or one without a key). Only the peer saw
+// that id, so a blind attacker cannot forge this; after the handshake such
+// packets are merely dropped.
+func (c *Conn) keyMismatch() {
+	c.mu.Lock()
+	dialling := c.state == stateSynSent
+	c.mu.Unlock()
+	if dialling { // only this reader moves the state on from stateSynSent
+		c.teardown(ErrKeyMismatch, false)
+	}
+}
+
+// reflectRST answers a packet naming id, which is not ours, with an RST
+// naming it (rate limited; called by the reader only). The peer's
+// connection whose peer id that is, if any, ends; the RST names no id of
+// ours, so it cannot end ours.
+func (c *Conn) reflectRST(id uint64, tsval uint32) {
+	if !c.rstLim.allow(time.Now()) {
+		return
+	}
+	var b [maxCtrlLen]byte
+	_ = c.ep.write(buildRST(b[:], id, 0, tsval, c.auth), c.peer)
+}
+
 // dialReadLoop is the socket reader of a dialled connection.
 func (c *Conn) dialReadLoop(ap apConn) {
 	pb := getBuf(largeBufSize)
@@ -285,6 +312,22 @@ func (c *Conn) dialReadLoop(ap apConn) {
 		payload, err := decodeDatagram(pb.b, n, &h)
 		if err != nil {
 			c.drops.malformed.Add(1)
+			continue
+		}
+		if !c.auth.check(&h, pb.b[:n]) {
+			c.drops.unauth.Add(1)
+			if h.dst == c.localID && (h.typ == typeRST || h.typ == typeSYNACK) {
+				c.keyMismatch()
+			}
+			continue
+		}
+		if h.dst != c.localID && (h.typ == typeSYNACK || h.typ == typeDATA || h.typ == typeACK) {
+			// A packet from our peer for a connection id that is not
+			// ours: one an earlier owner of this port had (we restarted).
+			// Tell the peer that connection is gone, so that its
+			// listener lets ours start (docs/rudp.md, "Restart").
+			c.drops.foreign.Add(1)
+			c.reflectRST(h.dst, h.tsecr)
 			continue
 		}
 		if c.handlePacket(&h, payload, pb) {

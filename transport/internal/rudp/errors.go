@@ -1,6 +1,7 @@
 package rudp
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"syscall"
@@ -23,6 +24,11 @@ var (
 	// os.ErrDeadlineExceeded, which is reserved for deadlines set by the
 	// caller.
 	ErrPeerTimeout = fmt.Errorf("rudp: peer unreachable (idle timeout): %w", syscall.ETIMEDOUT)
+
+	// ErrKeyMismatch is returned by Dial when the peer answered the SYN with
+	// a control packet that does not verify under Config.Key but names the
+	// SYN's fresh connection id: the peer holds another key, or none.
+	ErrKeyMismatch = errors.New("rudp: handshake not authenticated: the peer holds another key")
 )
 
 // opError wraps err in a *net.OpError so that callers get the usual

@@ -8,10 +8,17 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Listener accepts connections on one UDP socket and demultiplexes their
 // datagrams by the peer's address (and checks the connection id).
+//
+// A SYN creates a half-open connection, which Accept returns once the peer
+// has sent a packet naming the connection's id (proof that it received the
+// SYNACK). A SYN never replaces a connection that its address already has
+// (docs/rudp.md, "Restart"). With Config.Key, control packets without a
+// valid MAC are dropped before they reach any connection.
 //
 // Closing a Listener stops new connections and aborts those not yet
 // accepted; accepted connections keep working on the shared socket, which is
@@ -22,6 +29,9 @@ type Listener struct {
 	ap   apConn
 	cfg  Config
 	addr net.Addr
+	auth *authKey
+
+	rstLim rstLimiter // reflected RSTs; used by the reader only
 
 	acceptq chan *Conn
 	quit    chan struct{}
@@ -29,21 +39,30 @@ type Listener struct {
 	once    sync.Once
 
 	mu         sync.Mutex
-	conns      map[netip.AddrPort]*Conn
-	refs       int // live connections using the socket
+	conns      map[netip.AddrPort]*Conn // by peer address
+	ids        map[uint64]*Conn         // the same connections by their local id
+	pending    map[*Conn]struct{}       // half-open (stateSynRcvd), not yet queued for Accept
+	refs       int                      // live connections using the socket
 	closed     bool
 	sockClosed bool
 
-	malformed, unknown, backlogDrops, created atomic.Uint64
+	malformed, unknown, backlogDrops, created, unauth, contested atomic.Uint64
 }
 
 // ListenerStats counts what the listener's reader saw.
 type ListenerStats struct {
 	Malformed    uint64 // datagrams that failed validation (garbage, truncated, oversized)
 	Unknown      uint64 // well-formed non-SYN datagrams from addresses with no connection
-	BacklogDrops uint64 // SYNs dropped because the accept queue was full
-	Created      uint64 // connections created by SYNs
-	Conns        int    // live connections
+	BacklogDrops uint64 // SYNs dropped because the accept queue (half-open connections included) was full
+	Created      uint64 // connections created by SYNs (half-open at first)
+	// Unauthenticated counts control packets (SYN, SYNACK, RST) dropped
+	// because their MAC was missing or wrong (only with Config.Key).
+	Unauthenticated uint64
+	// Contested counts SYNs with a new connection id from an address that
+	// has a connection: ignored, the connection was probed instead.
+	Contested uint64
+	Conns     int // live connections, half-open ones included
+	HalfOpen  int // connections waiting for the handshake's last packet
 }
 
 // Listen opens a UDP socket on laddr ("ip:port"; network "udp", "udp4" or
@@ -88,9 +107,12 @@ func listenOn(pc net.PacketConn, cfg Config) *Listener {
 		ap:      asAPConn(pc),
 		cfg:     cfg,
 		addr:    pc.LocalAddr(),
+		auth:    newAuthKey(cfg.Key),
 		acceptq: make(chan *Conn, cfg.AcceptBacklog),
 		quit:    make(chan struct{}),
 		conns:   make(map[netip.AddrPort]*Conn),
+		ids:     make(map[uint64]*Conn),
+		pending: make(map[*Conn]struct{}),
 	}
 	l.wg.Add(1)
 	go l.readLoop()
@@ -118,8 +140,9 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	}
 }
 
-// Close stops accepting. Connections not yet accepted are aborted; accepted
-// ones are not (see Listener). Close is idempotent.
+// Close stops accepting. Connections not yet accepted (half-open ones
+// included) are aborted; accepted ones are not (see Listener). Close is
+// idempotent.
 func (l *Listener) Close() error {
 	l.once.Do(func() {
 		l.mu.Lock()
@@ -135,6 +158,18 @@ func (l *Listener) Close() error {
 			default:
 			}
 			break
+		}
+		// No connection joins pending once closed is set (newConn checks
+		// it), and promote aborts those it finds after it.
+		l.mu.Lock()
+		pend := make([]*Conn, 0, len(l.pending))
+		for c := range l.pending {
+			pend = append(pend, c)
+		}
+		l.mu.Unlock()
+		for _, c := range pend {
+			c.teardown(ErrClosed, true)
+			c.wg.Wait()
 		}
 		l.mu.Lock()
 		closeSock := l.refs == 0 && !l.sockClosed
@@ -163,14 +198,17 @@ func (l *Listener) wait() {
 // Stats returns the listener's counters.
 func (l *Listener) Stats() ListenerStats {
 	l.mu.Lock()
-	n := len(l.conns)
+	n, half := len(l.conns), len(l.pending)
 	l.mu.Unlock()
 	return ListenerStats{
-		Malformed:    l.malformed.Load(),
-		Unknown:      l.unknown.Load(),
-		BacklogDrops: l.backlogDrops.Load(),
-		Created:      l.created.Load(),
-		Conns:        n,
+		Malformed:       l.malformed.Load(),
+		Unknown:         l.unknown.Load(),
+		BacklogDrops:    l.backlogDrops.Load(),
+		Created:         l.created.Load(),
+		Unauthenticated: l.unauth.Load(),
+		Contested:       l.contested.Load(),
+		Conns:           n,
+		HalfOpen:        half,
 	}
 }
 
@@ -198,6 +236,14 @@ func (l *Listener) readLoop() {
 			l.malformed.Add(1)
 			continue
 		}
+		if !l.auth.check(&h, pb.b[:n]) {
+			// Without proof of the key: no connection sees it.
+			l.unauth.Add(1)
+			if h.typ == typeSYN {
+				l.refuseSYN(&h, payload, from)
+			}
+			continue
+		}
 		l.mu.Lock()
 		c := l.conns[from]
 		l.mu.Unlock()
@@ -207,14 +253,19 @@ func (l *Listener) readLoop() {
 				l.malformed.Add(1)
 				continue
 			}
-			if c != nil && c.peerID != info.srcID {
-				// The peer started over from the same address: the old
-				// connection is dead.
-				c.teardown(ErrReset, false)
-				c = nil
-			}
 			if c == nil {
 				l.newConn(from, &h, info)
+				continue
+			}
+			if c.peerID != info.srcID {
+				// Another connection id from an address that has a
+				// connection: a peer that restarted on the same port, or
+				// a delayed or replayed SYN. A SYN is no proof that the
+				// connection is dead, so it stays; it is probed, and a
+				// restarted peer's socket answers the probe with an RST
+				// that ends it (docs/rudp.md, "Restart").
+				l.contested.Add(1)
+				c.probe()
 				continue
 			}
 		}
@@ -234,12 +285,40 @@ func (l *Listener) readLoop() {
 // reflectRST answers a packet for a connection this listener no longer has
 // (closed, or lost in a restart) with an RST naming the id the packet was
 // addressed to; the peer accepts it because that is the id it knows for
-// us. The RST is never larger than the packet that caused it.
+// us. It never names the id of a live connection (a packet naming one from
+// another address is misdirected or forged), and reflected RSTs are rate
+// limited (rstLimiter).
 func (l *Listener) reflectRST(h *header, to netip.AddrPort) {
+	l.mu.Lock()
+	live := l.ids[h.dst] != nil
+	l.mu.Unlock()
+	if live || !l.rstLim.allow(time.Now()) {
+		return
+	}
+	var b [maxCtrlLen]byte
+	_, _ = l.ap.WriteToUDPAddrPort(buildRST(b[:], h.dst, 0, h.tsecr, l.auth), to)
+}
+
+// refuseSYN answers a SYN whose MAC did not verify, from an address that
+// has no connection, with an RST (unauthenticated, 36 bytes) naming the id
+// the SYN carried. A dialling client with a key, the only one that knows
+// that fresh id, then fails at once with ErrKeyMismatch instead of waiting
+// for its idle timeout; anyone else drops it. Rate limited with the
+// reflected RSTs.
+func (l *Listener) refuseSYN(h *header, payload []byte, from netip.AddrPort) {
+	info, err := decodeSYN(payload)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	busy := l.conns[from] != nil || l.ids[info.srcID] != nil
+	l.mu.Unlock()
+	if busy || !l.rstLim.allow(time.Now()) {
+		return
+	}
 	var b [headerLen]byte
-	rst := header{typ: typeRST, dst: h.dst, tsval: h.tsecr}
-	rst.encode(b[:])
-	_, _ = l.ap.WriteToUDPAddrPort(b[:], to)
+	rst := header{typ: typeRST, dst: info.srcID, tsval: h.tsecr}
+	_, _ = l.ap.WriteToUDPAddrPort(b[:rst.encode(b[:])], from)
 }
 
 // socketGone tears down every connection when the socket closed under them.
@@ -269,27 +348,63 @@ func (l *Listener) newConn(from netip.AddrPort, h *header, info synInfo) {
 		l.mu.Unlock()
 		return
 	}
-	if len(l.acceptq) == cap(l.acceptq) {
+	// Half-open connections hold a place in the accept queue, so that
+	// promote never blocks.
+	if len(l.acceptq)+len(l.pending) >= cap(l.acceptq) {
 		l.mu.Unlock()
 		l.backlogDrops.Add(1)
 		return
 	}
 	c := newConn(l.cfg, listenEP{l}, l.addr, net.UDPAddrFromAddrPort(from), from, false)
+	c.auth = l.auth
+	c.promote = func() { l.promote(c) }
 	c.localID = newID()
+	for l.ids[c.localID] != nil {
+		c.localID = newID()
+	}
 	c.peerID = info.srcID
 	c.setPacketSize(size)
-	c.state = stateEstablished
-	close(c.established)
+	c.state = stateSynRcvd
 	c.snd.peerEdge = uint64(min(h.wnd, 1<<24))
-	c.noteEchoLocked(h, c.now())
+	now := c.now()
+	c.noteEchoLocked(h, now)
 	c.synackDue = true
+	// A half-open connection lives for the idle timeout at most, whatever
+	// arrives meanwhile (SYN retransmissions do not extend it).
+	halfOpen := l.cfg.IdleTimeout
+	if halfOpen <= 0 {
+		halfOpen = defaultIdleTimeout
+	}
+	c.synAt = now + halfOpen
+	c.armLocked(c.synAt)
 	l.conns[from] = c
+	l.ids[c.localID] = c
+	l.pending[c] = struct{}{}
 	l.refs++
-	l.acceptq <- c // cannot block: only this goroutine sends, and there was room
+	// Started under l.mu, so that Close, which finds c in pending, also
+	// waits for its goroutine.
+	c.start(nil)
 	l.mu.Unlock()
 	l.created.Add(1)
-	c.start(nil)
 	c.flush()
+}
+
+// promote queues a connection whose handshake completed for Accept. It is
+// called by the reader, without any lock held.
+func (l *Listener) promote(c *Conn) {
+	l.mu.Lock()
+	if _, ok := l.pending[c]; !ok {
+		l.mu.Unlock()
+		return // torn down meanwhile
+	}
+	delete(l.pending, c)
+	if l.closed || l.sockClosed {
+		l.mu.Unlock()
+		c.teardown(ErrClosed, true)
+		return
+	}
+	l.acceptq <- c // cannot block: c held a place since newConn
+	l.mu.Unlock()
 }
 
 // listenEP is the endpoint of a connection accepted by a Listener.
@@ -306,6 +421,10 @@ func (e listenEP) detach(c *Conn) {
 	if l.conns[c.peer] == c {
 		delete(l.conns, c.peer)
 	}
+	if l.ids[c.localID] == c {
+		delete(l.ids, c.localID)
+	}
+	delete(l.pending, c)
 	l.refs--
 	closeSock := l.closed && l.refs == 0 && !l.sockClosed
 	if closeSock {

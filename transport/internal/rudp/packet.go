@@ -12,7 +12,8 @@ import (
 //	off size field
 //	 0   1   version (1)
 //	 1   1   type (SYN=1 SYNACK=2 DATA=3 ACK=4 RST=5; only ever appended)
-//	 2   1   flags (DATA: FIN=0x01, ACKNOW=0x04; ACK: PING=0x02; others zero)
+//	 2   1   flags (DATA: FIN=0x01, ACKNOW=0x04; ACK: PING=0x02;
+//	             SYN, SYNACK, RST: AUTH=0x08; all others zero)
 //	 3   1   nsack: number of SACK blocks, at most 16
 //	 4   8   destination connection id (0 only in SYN)
 //	12   4   seq: DATA: packet sequence number (low 32 bits)
@@ -26,7 +27,11 @@ import (
 //
 // SYN and SYNACK carry a 12-byte payload: the sender's connection id (8),
 // the largest datagram it accepts (SYN) or the negotiated size (SYNACK) (2),
-// and 2 reserved zero bytes.
+// and 2 reserved zero bytes. RST carries none.
+//
+// With AUTH (Config.Key set, auth.go) the payload of SYN and SYNACK is
+// followed by a 16-byte MAC of everything before it, and an RST carries the
+// sender's connection id (8, 0 when it has none for this peer) and the MAC.
 const (
 	protoVersion   = 1
 	headerLen      = 36
@@ -38,6 +43,15 @@ const (
 	// buffer: room for the header and up to dataSACKBlocks blocks.
 	dataOff    = headerLen + dataSACKBlocks*sackBlockLen
 	synPayload = 12
+	// tagLen is the length of the MAC that ends an authenticated control
+	// packet.
+	tagLen = 16
+	// rstAuthPayload is the payload of an authenticated RST: the sender's
+	// id and the MAC.
+	rstAuthPayload = 8 + tagLen
+	// maxCtrlLen is the largest control packet (an authenticated SYN or
+	// SYNACK).
+	maxCtrlLen = headerLen + synPayload + tagLen
 )
 
 type pktType uint8
@@ -71,6 +85,7 @@ const (
 	flagFIN    uint8 = 0x01 // DATA: the last packet of the stream
 	flagPING   uint8 = 0x02 // ACK: answer with an ACK at once
 	flagACKNOW uint8 = 0x04 // DATA: the sender has nothing more in flight for now; ACK at once
+	flagAUTH   uint8 = 0x08 // SYN, SYNACK, RST: the payload ends with a MAC (tagLen bytes)
 )
 
 type sackBlock struct{ start, end uint32 }
@@ -161,8 +176,8 @@ func decodePacket(b []byte, h *header) (payload []byte, err error) {
 		if h.flags&^flagPING != 0 {
 			return nil, errFlags
 		}
-	default:
-		if h.flags != 0 {
+	default: // SYN, SYNACK, RST
+		if h.flags&^flagAUTH != 0 {
 			return nil, errFlags
 		}
 	}
@@ -197,13 +212,26 @@ func decodePacket(b []byte, h *header) (payload []byte, err error) {
 		h.sack[i] = sackBlock{s, e}
 	}
 	payload = b[hl:]
+	auth := h.flags&flagAUTH != 0
 	switch h.typ {
 	case typeSYN, typeSYNACK:
-		if h.nsack != 0 || len(payload) != synPayload || (h.typ == typeSYN) != (h.dst == 0) {
+		want := synPayload
+		if auth {
+			want += tagLen
+		}
+		if h.nsack != 0 || len(payload) != want || (h.typ == typeSYN) != (h.dst == 0) {
 			return nil, errSYN
 		}
-	case typeACK, typeRST:
+	case typeACK:
 		if len(payload) != 0 {
+			return nil, errLength
+		}
+	case typeRST:
+		want := 0
+		if auth {
+			want = rstAuthPayload
+		}
+		if len(payload) != want {
 			return nil, errLength
 		}
 	}
@@ -219,7 +247,12 @@ func encodeSYN(b []byte, s synInfo) {
 	b[10], b[11] = 0, 0
 }
 
+// decodeSYN parses the payload of a SYN or SYNACK, with or without its MAC
+// (which the reader has verified already).
 func decodeSYN(p []byte) (synInfo, error) {
+	if len(p) == synPayload+tagLen {
+		p = p[:synPayload]
+	}
 	if len(p) != synPayload || p[10] != 0 || p[11] != 0 {
 		return synInfo{}, errSYN
 	}
@@ -228,6 +261,51 @@ func decodeSYN(p []byte) (synInfo, error) {
 		return synInfo{}, errSYN
 	}
 	return s, nil
+}
+
+// buildSYN encodes a SYN or SYNACK (h.typ; h.plen and the AUTH flag are
+// set here) carrying s into b, which holds at least maxCtrlLen bytes, and
+// signs it when a is set. It returns the packet.
+func buildSYN(b []byte, h header, s synInfo, a *authKey) []byte {
+	h.plen = synPayload
+	if a != nil {
+		h.flags |= flagAUTH
+		h.plen += tagLen
+	}
+	n := h.encode(b)
+	encodeSYN(b[n:], s)
+	n += int(h.plen)
+	if a != nil {
+		a.sign(b[:n])
+	}
+	return b[:n]
+}
+
+// buildRST encodes an RST naming dst into b (at least maxCtrlLen bytes)
+// and returns it. Authenticated (a set), it also names the sender's own id
+// src (0 when the sender has no connection with this peer: a reflected
+// RST) and ends with the MAC.
+func buildRST(b []byte, dst, src uint64, tsval uint32, a *authKey) []byte {
+	h := header{typ: typeRST, dst: dst, tsval: tsval}
+	if a == nil {
+		return b[:h.encode(b)]
+	}
+	h.flags = flagAUTH
+	h.plen = rstAuthPayload
+	n := h.encode(b)
+	binary.BigEndian.PutUint64(b[n:], src)
+	n += rstAuthPayload
+	a.sign(b[:n])
+	return b[:n]
+}
+
+// rstSource returns the sender's id named by an authenticated RST; ok is
+// false for an RST without one (no AUTH flag).
+func rstSource(h *header, payload []byte) (src uint64, ok bool) {
+	if h.flags&flagAUTH == 0 || len(payload) != rstAuthPayload {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(payload), true
 }
 
 // unwrap extends a 32-bit sequence number to the 64-bit value nearest ref.

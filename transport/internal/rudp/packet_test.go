@@ -14,6 +14,9 @@ func TestHeaderRoundTrip(t *testing.T) {
 		payload []byte
 	}{
 		{"syn", header{typ: typeSYN, tsval: 7, wnd: 100}, nil},
+		{"authenticated syn", header{typ: typeSYN, flags: flagAUTH, tsval: 7, wnd: 100}, nil},
+		{"authenticated synack", header{typ: typeSYNACK, flags: flagAUTH, dst: 3}, nil},
+		{"authenticated rst", header{typ: typeRST, flags: flagAUTH, dst: 5}, make([]byte, rstAuthPayload)},
 		{"data", header{typ: typeDATA, dst: 0xdeadbeefcafe, seq: 1, ack: 2, wnd: 3, tsval: 4, tsecr: 5}, []byte("hello")},
 		{"data fin", header{typ: typeDATA, flags: flagFIN, dst: 1, seq: 1<<32 - 1}, nil},
 		{"ack sack", header{typ: typeACK, dst: 9, ack: 10, nsack: 3, sack: [maxSACKBlocks]sackBlock{{12, 14}, {20, 21}, {1<<32 - 2, 3}}}, nil},
@@ -32,6 +35,9 @@ func TestHeaderRoundTrip(t *testing.T) {
 			payload := tc.payload
 			if h.typ == typeSYN || h.typ == typeSYNACK {
 				payload = make([]byte, synPayload)
+				if h.flags&flagAUTH != 0 {
+					payload = make([]byte, synPayload+tagLen) // the MAC is not checked here
+				}
 				encodeSYN(payload, synInfo{srcID: 42, maxPacket: 1400})
 			}
 			h.plen = uint16(len(payload))
@@ -81,6 +87,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"extra bytes", func(b []byte) []byte { return append(b, 0) }, errLength},
 		{"empty sack block", func(b []byte) []byte { b[headerLen+7] = 5; return b }, errSACKRange},
 		{"zero dst", func(b []byte) []byte { clear(b[4:12]); return b }, errSYN},
+		{"auth on data", func(b []byte) []byte { b[2] = flagAUTH; return b }, errFlags},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,6 +104,35 @@ func TestDecodeRejects(t *testing.T) {
 	require.ErrorIs(t, err, errSYN, "packet size below the minimum")
 	_, err = decodeSYN(syn[:5])
 	require.ErrorIs(t, err, errSYN)
+
+	// Authenticated control packets: the payload must have the length the
+	// AUTH flag announces.
+	ctrl := []struct {
+		name string
+		pkt  []byte
+		mod  func([]byte) []byte
+		want error
+	}{
+		{"SYN with AUTH but no MAC", forge(typeSYN, 0, 1, nil), func(b []byte) []byte { b[2] = flagAUTH; return b }, errSYN},
+		{"SYN with a MAC but no AUTH", forge(typeSYN, 0, 1, testKey), func(b []byte) []byte { b[2] = 0; return b }, errSYN},
+		{"SYN with a short MAC", forge(typeSYN, 0, 1, testKey), func(b []byte) []byte {
+			b = b[:len(b)-1]
+			b[33]--
+			return b
+		}, errSYN},
+		{"RST with AUTH but no payload", forge(typeRST, 1, 2, nil), func(b []byte) []byte { b[2] = flagAUTH; return b }, errLength},
+		{"RST with a payload but no AUTH", forge(typeRST, 1, 2, testKey), func(b []byte) []byte { b[2] = 0; return b }, errLength},
+		{"RST with another flag", forge(typeRST, 1, 2, testKey), func(b []byte) []byte { b[2] |= flagFIN; return b }, errFlags},
+	}
+	for _, tc := range ctrl {
+		t.Run(tc.name, func(t *testing.T) {
+			var h header
+			_, err := decodePacket(tc.pkt, &h)
+			require.NoError(t, err)
+			_, err = decodePacket(tc.mod(tc.pkt), &h)
+			require.ErrorIs(t, err, tc.want)
+		})
+	}
 }
 
 func TestUnwrap(t *testing.T) {
@@ -141,6 +177,9 @@ func FuzzDecodePacket(f *testing.F) {
 	seed(header{typ: typeACK, dst: 7, ack: 3, nsack: 2, sack: [maxSACKBlocks]sackBlock{{5, 7}, {9, 10}}}, nil)
 	seed(header{typ: typeACK, flags: flagPING, dst: 7}, nil)
 	seed(header{typ: typeRST, dst: 7}, nil)
+	f.Add(forge(typeSYN, 0, 7, testKey))
+	f.Add(forge(typeSYNACK, 7, 8, testKey))
+	f.Add(forge(typeRST, 7, 8, testKey))
 	f.Add([]byte{})
 	f.Add([]byte{1, 3, 0, 0})
 
