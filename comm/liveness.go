@@ -124,6 +124,16 @@ func (w *world) markGone(peer int, why error, notify, graceful bool) {
 	}
 	closing := w.closing
 	w.mu.Unlock()
+	if !graceful && peer < len(w.links) && w.links[peer] != nil {
+		// Close the failed peer's link, so that a write blocked on a full
+		// socket or a read waiting for the rest of a message returns.
+		l := w.links[peer]
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			l.Close()
+		}()
+	}
 	if notify && !closing {
 		w.log.Warn("comm: rank failed", "rank", peer, "reason", why.Error())
 		others := make([]int, 0, w.size)
@@ -196,12 +206,31 @@ func (w *world) heartbeatLoop() {
 						}
 					}(p, l)
 				}
-				if w.busySince[p].Load() == 0 && now.UnixNano()-w.lastRecv[p].Load() > int64(w.cfg.FailAfter) {
+				if w.silent(p, l, now) {
 					w.markFailed(p, &failure{msg: fmt.Sprintf("silent for more than %v", w.cfg.FailAfter)}, true)
 				}
 			}
 		}
 	}
+}
+
+// silent reports whether nothing came from peer over l for longer than
+// FailAfter. The bytes of a large message count as they arrive, on links
+// that count them (transport.Progress): a peer in the middle of sending
+// one is alive while its bytes flow, and silent when they stop, whatever
+// its socket's kernel still acknowledges. On a link that does not count
+// (mem, which delivers whole messages) a message in the middle still
+// counts as life. Only the heartbeat loop calls it.
+func (w *world) silent(peer int, l transport.Link, now time.Time) bool {
+	busy := w.busySince[peer].Load() != 0
+	if n, ok := transport.Progress(l); ok {
+		if n != w.lastProgress[peer] {
+			w.lastProgress[peer] = n
+			w.lastRecv[peer].Store(now.UnixNano())
+		}
+		busy = false
+	}
+	return !busy && now.UnixNano()-w.lastRecv[peer].Load() > int64(w.cfg.FailAfter)
 }
 
 // close leaves the world gracefully: it tells every peer, waits (up to the

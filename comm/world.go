@@ -58,6 +58,9 @@ type world struct {
 	lastRecv  []atomic.Int64 // unix nanos
 	lastSend  []atomic.Int64
 	busySince []atomic.Int64 // unix nanos when a payload from the peer started, 0 if none
+	// lastProgress is each link's transport.Progress at the last
+	// heartbeat tick (heartbeatLoop only).
+	lastProgress []uint64
 
 	// activity counts the messages sent and received other than the
 	// refresher's and heartbeats (refresh.go).
@@ -87,20 +90,21 @@ func newWorld(boot *bootstrap.Bootstrap, cfg Config) *world {
 	n := boot.Size
 	w := &world{
 		rank: boot.Rank, size: n, boot: boot, cfg: cfg,
-		log:       cfg.Logger,
-		links:     make([]transport.Link, n),
-		queues:    map[uint32]*mqueue{},
-		slots:     map[slotKey]*slot{},
-		failed:    make([]error, n),
-		graceful:  make([]bool, n),
-		failCh:    make([]chan struct{}, n),
-		closeRecv: make([]bool, n),
-		comms:     map[*Comm]struct{}{},
-		lastRecv:  make([]atomic.Int64, n),
-		lastSend:  make([]atomic.Int64, n),
-		busySince: make([]atomic.Int64, n),
-		epoch:     time.Now(),
-		quit:      make(chan struct{}),
+		log:          cfg.Logger,
+		links:        make([]transport.Link, n),
+		queues:       map[uint32]*mqueue{},
+		slots:        map[slotKey]*slot{},
+		failed:       make([]error, n),
+		graceful:     make([]bool, n),
+		failCh:       make([]chan struct{}, n),
+		closeRecv:    make([]bool, n),
+		comms:        map[*Comm]struct{}{},
+		lastRecv:     make([]atomic.Int64, n),
+		lastSend:     make([]atomic.Int64, n),
+		busySince:    make([]atomic.Int64, n),
+		lastProgress: make([]uint64, n),
+		epoch:        time.Now(),
+		quit:         make(chan struct{}),
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.NewTextHandler(io.Discard, nil))

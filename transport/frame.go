@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetcomm/hetcomm/transport/internal/linkutil"
@@ -135,6 +136,10 @@ type frameReader struct {
 	payload     drainThenRaw
 }
 
+// countInto makes the reader add the bytes of large payloads to *n as
+// they arrive from the stream (see Progress).
+func (fr *frameReader) countInto(n *atomic.Uint64) { fr.payload.progress = n }
+
 // drainThenRaw reads n bytes from r (what r has buffered), then from raw.
 // With lowat and mark set, it asks the stream to wake a reader that waits
 // for the rest of a large payload only once mark() bytes of it have
@@ -146,6 +151,8 @@ type drainThenRaw struct {
 	lowat func(int) // sets the stream's receive low-water mark; may be nil
 	mark  func() int
 	cur   int // the low-water mark set; 0 or 1: the default
+	// progress, if set, counts the bytes read from raw (countInto).
+	progress *atomic.Uint64
 }
 
 // lowatMin is the least low-water mark worth a system call.
@@ -169,7 +176,11 @@ func (d *drainThenRaw) Read(p []byte) (int, error) {
 			d.cur = want
 		}
 	}
-	return d.raw.Read(p)
+	k, err := d.raw.Read(p)
+	if d.progress != nil && k > 0 {
+		d.progress.Add(uint64(k))
+	}
+	return k, err
 }
 
 // done restores the default low-water mark after a payload.

@@ -72,6 +72,26 @@ type PartsSender interface {
 	SendParts(ctx context.Context, h Header, parts ...[]byte) error
 }
 
+// ProgressCounter is a Link that counts the bytes of large payloads as
+// they arrive, so that an upper layer can tell a peer that is in the
+// middle of sending a long message from one that went silent in the
+// middle of it. Stream links (tcp, tls, udp), quic links, RailSets and
+// shaped links over any of these implement it.
+type ProgressCounter interface {
+	// Progress returns the payload bytes read from the peer so far; the
+	// count only grows.
+	Progress() uint64
+}
+
+// Progress returns l's payload bytes read so far, and whether l counts
+// them (ProgressCounter).
+func Progress(l Link) (uint64, bool) {
+	if pc, ok := l.(ProgressCounter); ok {
+		return pc.Progress(), true
+	}
+	return 0, false
+}
+
 // SendParts sends parts as the payload of one message on l: in one
 // vectored write when l is a PartsSender, else joined in a new buffer.
 func SendParts(ctx context.Context, l Link, h Header, parts ...[]byte) error {

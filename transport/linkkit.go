@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -134,6 +135,11 @@ type FrameReader struct{ fr *frameReader }
 func NewFrameReader(r io.Reader, setReadDeadline func(time.Time) error, cfg *Config, peer int) *FrameReader {
 	return &FrameReader{fr: newFrameReader(r, setReadDeadline, cfg, peer)}
 }
+
+// CountInto makes the reader add the bytes of large payloads to *n as
+// they arrive (a link's ProgressCounter); several readers of one link may
+// share n.
+func (r *FrameReader) CountInto(n *atomic.Uint64) { r.fr.countInto(n) }
 
 // ReadFrame reads the next frame. started reports whether any byte of it
 // was consumed: a failure with started false (ctx ended while waiting for

@@ -412,6 +412,18 @@ func (rs *RailSet) replanLocked() {
 	rs.planner = newRailPlanner(m, rs.live)
 }
 
+// Progress implements ProgressCounter: the payload bytes that arrived on
+// every rail whose link counts them.
+func (rs *RailSet) Progress() uint64 {
+	total := uint64(0)
+	for _, r := range rs.rails {
+		if n, ok := Progress(r.link); ok {
+			total += n
+		}
+	}
+	return total
+}
+
 // Stats describes every rail.
 func (rs *RailSet) Stats() []RailStats {
 	rs.mu.Lock()

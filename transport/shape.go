@@ -195,6 +195,12 @@ type shapedItem struct {
 	at time.Time
 }
 
+// Progress implements ProgressCounter for the link under the shaping.
+func (l *shapedLink) Progress() uint64 {
+	n, _ := Progress(l.Link)
+	return n
+}
+
 type shapedLink struct {
 	Link
 	pacer  *pacer

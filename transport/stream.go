@@ -23,6 +23,8 @@ type streamLink struct {
 	w    *frameWriter
 	r    *frameReader
 	c    closer
+	// progress counts the bytes of large payloads read (Progress).
+	progress atomic.Uint64
 	// broken is set when framing was lost (a cancelled partial write or
 	// read, an invalid frame); the link is then closed.
 	broken atomic.Pointer[error]
@@ -35,8 +37,9 @@ type streamLink struct {
 }
 
 var (
-	_ Link        = (*streamLink)(nil)
-	_ PartsSender = (*streamLink)(nil)
+	_ Link            = (*streamLink)(nil)
+	_ PartsSender     = (*streamLink)(nil)
+	_ ProgressCounter = (*streamLink)(nil)
 )
 
 // newStreamLink wraps an authenticated connection.
@@ -48,7 +51,7 @@ func newStreamLink(kind Kind, conn net.Conn, cfg *Config, peer int) *streamLink 
 			rw = raw
 		}
 	}
-	return &streamLink{
+	l := &streamLink{
 		kind: kind,
 		conn: conn,
 		cfg:  cfg,
@@ -57,7 +60,12 @@ func newStreamLink(kind Kind, conn net.Conn, cfg *Config, peer int) *streamLink 
 		r:    newFrameReader(rw, conn.SetReadDeadline, cfg, peer),
 		c:    newCloser(),
 	}
+	l.r.countInto(&l.progress)
+	return l
 }
+
+// Progress implements ProgressCounter.
+func (l *streamLink) Progress() uint64 { return l.progress.Load() }
 
 func (l *streamLink) Peer() int            { return l.peer }
 func (l *streamLink) Kind() Kind           { return l.kind }

@@ -41,7 +41,7 @@ func binaries(t *testing.T) string {
 			return
 		}
 		os.Chmod(binDir, 0o755)
-		for _, pkg := range []string{"cmd/hetrun", "examples/alltoallv", "examples/pingpong", "bench/cmd/hetbench", "internal/e2e/testdata/refreshwatch"} {
+		for _, pkg := range []string{"cmd/hetrun", "examples/alltoallv", "examples/pingpong", "bench/cmd/hetbench", "internal/e2e/testdata/refreshwatch", "internal/e2e/testdata/bigsend"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, filepath.Base(pkg)), "./"+pkg)
 			cmd.Dir = repoRoot()
 			if out, err := cmd.CombinedOutput(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -307,6 +308,9 @@ type link struct {
 	err    atomic.Pointer[error]
 	wg     sync.WaitGroup // readers and the uni-stream acceptor
 	broken atomic.Bool    // closed because framing was lost
+	// progress counts the bytes of large payloads read on every stream
+	// (transport.ProgressCounter).
+	progress atomic.Uint64
 }
 
 // writer is the sending side of one channel.
@@ -316,7 +320,24 @@ type writer struct {
 	fw *transport.FrameWriter // nil until the stream is opened
 }
 
-var _ transport.Link = (*link)(nil)
+var (
+	_ transport.Link            = (*link)(nil)
+	_ transport.ProgressCounter = (*link)(nil)
+)
+
+// Progress implements transport.ProgressCounter.
+func (l *link) Progress() uint64 { return l.progress.Load() }
+
+// reader returns a frame reader for one of the link's streams, counting
+// into the link's progress.
+func (l *link) reader(st interface {
+	io.Reader
+	SetReadDeadline(time.Time) error
+}) *transport.FrameReader {
+	fr := transport.NewFrameReader(st, st.SetReadDeadline, l.cfg, l.peer)
+	fr.CountInto(&l.progress)
+	return fr
+}
 
 func newLink(conn *quicgo.Conn, ctrl *quicgo.Stream, cfg *transport.Config, peer int, release func()) *link {
 	l := &link{conn: conn, cfg: cfg, peer: peer, release: release,
@@ -329,7 +350,7 @@ func newLink(conn *quicgo.Conn, ctrl *quicgo.Stream, cfg *transport.Config, peer
 	ctrl.SetPriority(urgencyControl, false)
 	l.writers[transport.ChanControl].fw = transport.NewFrameWriter(ctrl, ctrl.SetWriteDeadline)
 	l.wg.Add(2)
-	go l.readLoop(transport.NewFrameReader(ctrl, ctrl.SetReadDeadline, cfg, peer))
+	go l.readLoop(l.reader(ctrl))
 	go l.acceptLoop()
 	return l
 }
@@ -397,7 +418,7 @@ func (l *link) acceptLoop() {
 		}
 		_ = st.SetReadDeadline(time.Time{})
 		l.wg.Add(1)
-		go l.readLoop(transport.NewFrameReader(st, st.SetReadDeadline, l.cfg, l.peer))
+		go l.readLoop(l.reader(st))
 	}
 }
 

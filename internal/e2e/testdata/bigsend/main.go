@@ -1,0 +1,37 @@
+// Command bigsend is a test program for the stopped-peer tests: rank 0
+// sends rank 1 one large message (-mib MiB) and rank 1 receives it. It
+// prints "ready" once the world has formed, and on failure the error,
+// then exits with status 1.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/hetcomm/hetcomm/comm"
+)
+
+func main() {
+	mib := flag.Int("mib", 256, "message size in MiB")
+	flag.Parse()
+	ctx := context.Background()
+	c, err := comm.Init(ctx, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bigsend:", err)
+		os.Exit(1)
+	}
+	fmt.Println("ready")
+	buf := make([]byte, *mib<<20)
+	if c.Rank() == 0 {
+		err = c.Send(ctx, 1, 7, buf)
+	} else {
+		_, _, err = c.RecvInto(ctx, buf, 0, 7)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bigsend: rank %d: %v\n", c.Rank(), err)
+		os.Exit(1)
+	}
+	c.Close()
+}
