@@ -63,9 +63,22 @@ func (c *Comm) begin(ctx context.Context, op uint16) (*coll, context.CancelFunc,
 	if err := c.brokenErr(); err != nil {
 		return nil, nil, opErr(opName(op), err)
 	}
+	// One collective at a time per communicator: MPI makes a second one
+	// erroneous, and two would share sequence numbers and mix their data.
+	// The ranks may pair a collective of one goroutine with one of
+	// another, so every member's communicator breaks: no call returns
+	// data that another call's messages made.
+	if !c.running.CompareAndSwap(0, uint32(op)) {
+		why := fmt.Sprintf("rank %d called %s while %s ran on this communicator (one goroutine per communicator for collectives; Dup it for others)", c.rank, opName(op), opName(uint16(c.running.Load())))
+		c.abortWith(ErrConcurrent, why)
+		return nil, nil, opErr(opName(op), fmt.Errorf("%w: %s", ErrConcurrent, why))
+	}
 	ctx, cancel := c.withTimeout(ctx)
 	seq := c.collSeq.Add(1)
-	return &coll{c: c, ctx: ctx, op: op, tag: int32(seq & 0x7fffffff)}, cancel, nil
+	return &coll{c: c, ctx: ctx, op: op, tag: int32(seq & 0x7fffffff)}, func() {
+		cancel()
+		c.running.Store(0)
+	}, nil
 }
 
 func (k *coll) err(e error) error { return opErr(opName(k.op), e) }
@@ -138,10 +151,18 @@ func (k *coll) finishInto(r *recvReq, buf []byte) ([]byte, error) {
 
 // abort breaks the communicator after a mismatch and tells every other
 // member, so that no rank waits for a collective that cannot complete.
-func (c *Comm) abort(why string) {
+func (c *Comm) abort(why string) { c.abortWith(ErrMismatch, why) }
+
+// abortWith breaks the communicator with cause (ErrMismatch or
+// ErrConcurrent) on this rank and every other member.
+func (c *Comm) abortWith(cause error, why string) {
 	w := c.w
-	c.breakWith(&RankError{Rank: w.rank, Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
-	w.tell(c.group, control{Kind: "abort", Comm: c.id, Reason: why})
+	c.breakWith(&RankError{Rank: w.rank, Err: fmt.Errorf("%w: %s", cause, why)})
+	kind := "abort"
+	if cause == ErrConcurrent {
+		kind = "concurrent"
+	}
+	w.tell(c.group, control{Kind: kind, Comm: c.id, Reason: why})
 }
 
 // Barrier returns once every rank of the communicator has called it

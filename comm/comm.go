@@ -29,6 +29,7 @@ type Comm struct {
 
 	collSeq atomic.Uint32
 	splits  atomic.Uint32
+	running atomic.Uint32 // the collective in progress (op code), 0 if none
 
 	broken    chan struct{}
 	breakOnce sync.Once

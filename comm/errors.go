@@ -32,6 +32,15 @@ var (
 	// ErrProtocol reports a message that breaks the protocol (an unknown
 	// rendezvous, a wrong length).
 	ErrProtocol = errors.New("comm: protocol error")
+	// ErrConcurrent reports a collective called on a communicator while
+	// another collective runs on it (from another goroutine). The second
+	// call fails at once, and the communicator breaks on every rank (the
+	// running call and every later one fail too), since the ranks may
+	// have paired the two goroutines' calls differently: no call returns
+	// data another call's messages made. Use one goroutine for the
+	// collectives of a communicator, and Dup it for others. Point-to-point
+	// calls from several goroutines are allowed.
+	ErrConcurrent = errors.New("comm: concurrent collectives on one communicator")
 )
 
 // RankError reports an operation that failed because of one rank: it

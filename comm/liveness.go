@@ -44,7 +44,11 @@ func (w *world) onControl(peer int, c control) {
 		if c.Rank >= 0 && c.Rank < w.size && c.Rank != w.rank {
 			w.markFailed(c.Rank, &failure{msg: fmt.Sprintf("reported failed by rank %d: %s", peer, c.Reason)}, false)
 		}
-	case "abort":
+	case "abort", "concurrent":
+		cause := ErrMismatch
+		if c.Kind == "concurrent" {
+			cause = ErrConcurrent
+		}
 		w.mu.Lock()
 		var target *Comm
 		for x := range w.comms {
@@ -54,7 +58,7 @@ func (w *world) onControl(peer int, c control) {
 		}
 		w.mu.Unlock()
 		if target != nil {
-			target.breakWith(&RankError{Rank: peer, Err: fmt.Errorf("%w: %s", ErrMismatch, c.Reason)})
+			target.breakWith(&RankError{Rank: peer, Err: fmt.Errorf("%w: %s", cause, c.Reason)})
 		}
 	default:
 		w.log.Warn("comm: unknown control message", "peer", peer, "kind", c.Kind)

@@ -1,0 +1,73 @@
+package comm
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestConcurrentCollectives: a collective called while another runs on
+// the same communicator (here a Barrier that waits for rank 1) fails at
+// once with ErrConcurrent, and breaks the communicator on every rank: the
+// waiting call and the other ranks' calls fail with ErrConcurrent too,
+// instead of pairing with another goroutine's call. Other communicators
+// (a Dup) are not affected.
+func TestConcurrentCollectives(t *testing.T) {
+	comms := startWorld(t, 2, "mem", nil)
+	ctx := context.Background()
+	dups := make([]*Comm, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			dups[r], err = c.Dup(ctx)
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+
+	waiting := make(chan error, 1)
+	go func() { waiting <- comms[0].Barrier(ctx) }()
+	// Rank 0's Barrier waits for rank 1, which has not called it yet.
+	require.Eventually(t, func() bool { return comms[0].running.Load() != 0 }, 10*time.Second, time.Millisecond)
+
+	_, err := comms[0].Alltoallv(ctx, [][]byte{{1}, {2}})
+	require.ErrorIs(t, err, ErrConcurrent)
+	require.ErrorContains(t, err, "Alltoallv while Barrier ran")
+	require.ErrorIs(t, <-waiting, ErrConcurrent, "the running call fails too")
+	// Every rank's communicator breaks (the notice is asynchronous).
+	require.Eventually(t, func() bool { return comms[1].brokenErr() != nil }, 10*time.Second, time.Millisecond)
+	require.ErrorIs(t, comms[1].Barrier(ctx), ErrConcurrent, "and so do the other ranks' calls")
+
+	// The Dup is another communicator: it still works.
+	for _, d := range dups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			require.NoError(t, d.Barrier(ctx))
+		}()
+	}
+	wg.Wait()
+}
+
+// TestCollectivesFromTwoGoroutinesInTurn: collectives from several
+// goroutines are fine as long as they do not overlap.
+func TestCollectivesFromTwoGoroutinesInTurn(t *testing.T) {
+	comms := startWorld(t, 2, "mem", nil)
+	for range 3 {
+		var wg sync.WaitGroup
+		for _, c := range comms {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				require.NoError(t, c.Barrier(context.Background()))
+			}()
+		}
+		wg.Wait()
+	}
+}
