@@ -98,20 +98,21 @@ func requireProbed(t *testing.T, comms []*comm.Comm, every func(res *netprobe.Re
 		}
 		res := comms[0].ProbeResult()
 		every(res, m)
-		missing := 0
+		var missing []string
 		for key, b := range bounds(res, m) {
 			seen[key] = append(seen[key], b.msg)
 			if b.ok {
 				met[key] = true
 			}
 			if !met[key] {
-				missing++
+				missing = append(missing, key+" ("+b.msg+")")
 			}
 		}
-		if missing == 0 {
+		if len(missing) == 0 {
 			return
 		}
-		t.Logf("probe %d: %d quantities were never within their bounds yet (a busy machine?)", attempt+1, missing)
+		sort.Strings(missing)
+		t.Logf("probe %d: not yet within bounds (a busy machine?): %s", attempt+1, strings.Join(missing, ", "))
 	}
 	var never []string
 	for key, msgs := range seen {
@@ -161,9 +162,6 @@ func TestProbeShapedMemNetwork(t *testing.T) {
 	comms := shapedWorld(t, n, rate, delay, netprobe.ModeFull, t.TempDir())
 	t.Logf("probe of %d ranks took %v", n, time.Since(start))
 	every := func(res *netprobe.Result, m *collective.Model) {
-		for i := 0; i < n; i++ {
-			require.Greater(t, m.SendOverhead[i].Const, 0.0)
-		}
 		// No rank took part in two probes at once: each rank recorded, on
 		// its own clock, every probe it was in.
 		require.Len(t, res.Pairs, n*(n-1), "each probe is recorded by both its ranks")
@@ -188,6 +186,13 @@ func TestProbeShapedMemNetwork(t *testing.T) {
 		// asymmetry, which late timers make larger).
 		for r, off := range res.Offsets {
 			out[fmt.Sprintf("rank %d offset", r)] = bound{math.Abs(off) <= 2e-3, fmt.Sprintf("%.3g s", off)}
+		}
+		// Every rank's send overhead is seen: the intercept of a line
+		// fitted to the Send calls' times, which late wake-ups can tilt
+		// to 0.
+		for i := 0; i < n; i++ {
+			c := m.SendOverhead[i].Const
+			out[fmt.Sprintf("rank %d send overhead", i)] = bound{c > 0, fmt.Sprintf("%.3g s", c)}
 		}
 		return out
 	})
@@ -308,14 +313,8 @@ func TestProbeEmulatedTCP(t *testing.T) {
 		b.Coord, b.Transport, b.Timeout, b.Emulate = coord, "tcp", time.Minute, path
 		c.Probe, c.CacheDir, c.ProbeConfig = netprobe.ModeFull, dir, probeCfg
 	})
-	m := comms[0].Model()
-	for i := 0; i < n; i++ {
-		for j := 0; j < n; j++ {
-			if i == j {
-				continue
-			}
-			require.InEpsilon(t, emu.Bandwidth[i][j], m.Bandwidth[i][j], tolerance(), "bandwidth %d->%d", i, j)
-			require.InDelta(t, emu.Latency[i][j], m.Latency[i][j], 0.2*emu.Latency[i][j]+1e-3, "latency %d->%d", i, j)
-		}
-	}
+	// The emulation is in user space here too (each link end paces what
+	// it writes): a link must be within bounds in one of the probes.
+	requireProbed(t, comms, func(*netprobe.Result, *collective.Model) {},
+		linkBounds(n, func(i, j int) float64 { return emu.Bandwidth[i][j] }, func(i, j int) float64 { return emu.Latency[i][j] }))
 }
