@@ -2,6 +2,7 @@ package netprobe
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -204,7 +205,9 @@ func TestReprobePlanFast(t *testing.T) {
 
 // pipePort is a Port between two ranks in one process: a message of m
 // bytes keeps its sender m/rate seconds (the link's serialization) and
-// arrives delay later.
+// arrives delay later. The pipe records when each message was sent and
+// when it arrived: on a busy machine sleeps and timers run late, and the
+// records say by how much.
 type pipePort struct {
 	me    int
 	rate  float64
@@ -216,6 +219,29 @@ type pipeNet struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
 	queue map[[3]int][][]byte // from, to, tag
+	log   []pipeRecord        // every message, in the order of the Send calls
+}
+
+// pipeRecord is one message through a pipe.
+type pipeRecord struct {
+	from, tag, size int
+	sent, arrived   time.Time // Send called; message queued at the receiver
+}
+
+// oneWay is how long the pipe took to carry the message.
+func (r pipeRecord) oneWay() time.Duration { return r.arrived.Sub(r.sent) }
+
+// records returns the messages from with tag, in order.
+func (nw *pipeNet) records(from, tag int) []pipeRecord {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	var out []pipeRecord
+	for _, r := range nw.log {
+		if r.from == from && r.tag == tag {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func newPipe(rate float64, delay time.Duration) (*pipePort, *pipePort) {
@@ -227,10 +253,15 @@ func newPipe(rate float64, delay time.Duration) (*pipePort, *pipePort) {
 func (p *pipePort) Rank() int { return p.me }
 func (p *pipePort) Size() int { return 2 }
 func (p *pipePort) Send(ctx context.Context, peer, tag int, data []byte) error {
+	p.net.mu.Lock()
+	rec := len(p.net.log)
+	p.net.log = append(p.net.log, pipeRecord{from: p.me, tag: tag, size: len(data), sent: time.Now()})
+	p.net.mu.Unlock()
 	time.Sleep(time.Duration(float64(len(data)) / p.rate * 1e9))
 	msg := append([]byte(nil), data...)
 	time.AfterFunc(p.delay, func() {
 		p.net.mu.Lock()
+		p.net.log[rec].arrived = time.Now()
 		k := [3]int{p.me, peer, tag}
 		p.net.queue[k] = append(p.net.queue[k], msg)
 		p.net.mu.Unlock()
@@ -265,8 +296,23 @@ func (p *pipePort) Gather(context.Context, int, []byte) ([][]byte, error) {
 func (p *pipePort) Bcast(context.Context, int, []byte) ([]byte, error) { panic("unused") }
 
 // TestMeasureRate: the rate-only re-measurement finds a link's rate, also
-// when the size it is told to end with is far off, and takes about as
-// long as its transfers should.
+// when the size it is told to end with is far off, and moves no more data
+// than its transfers should.
+//
+// The reference is what the pipe really did in this run, not its nominal
+// rate and delay: a busy machine wakes the pipe's sleeps and timers late,
+// which slows the link that measureRate measures. From the pipe's records
+// (when each message was sent and when it arrived), the test computes
+// what measureRate should find: the latency is half the smallest round
+// trip the pipe gave the three pings and their acknowledgements, the rate
+// is the final size over the median of the round trips the pipe gave the
+// transfers of that size, less that smallest round trip. measureRate's
+// own clock sees these round trips plus the goroutines' wake-ups, so its
+// latency can only be larger (by at most 1 ms, as before) and its rate
+// within 5% (as before). The time budget (0.7 s: a quarter of the told
+// size, three of the right size at 0.12 s each, and a sixth of a second
+// at most for a wrong guess's quarter) is a budget of bytes: what it sent
+// must take at most 0.7 s at the pipe's nominal rate.
 func TestMeasureRate(t *testing.T) {
 	const rate = 5e6
 	cfg := Config{}.withDefaults()
@@ -283,11 +329,35 @@ func TestMeasureRate(t *testing.T) {
 		took := time.Since(start)
 		require.NoError(t, err)
 		require.NoError(t, <-done)
-		require.InEpsilon(t, rate, f.Bandwidth, 0.05, "told %d bytes", largest)
-		require.InDelta(t, 2e-3, f.Latency, 1e-3)
-		// A quarter, then three of the right size (0.12 s each here), and
-		// a sixth of a second at most for a wrong guess's quarter.
-		require.Less(t, took, 700*time.Millisecond, "told %d bytes", largest)
-		t.Logf("told %d bytes: %.3g B/s in %v", largest, f.Bandwidth, took)
+
+		data, acks := a.net.records(0, tagData), a.net.records(1, tagAck)
+		require.Equal(t, 0, data[len(data)-1].size, "an empty message ends the measurement")
+		data = data[:len(data)-1]
+		require.Len(t, acks, len(data), "one acknowledgement per message")
+		roundTrip := func(k int) float64 { return (data[k].oneWay() + acks[k].oneWay()).Seconds() }
+		const pings = 3
+		minRTT := math.Inf(1)
+		sent := int64(0)
+		for k, d := range data {
+			if k < pings {
+				require.Equal(t, 1, d.size, "message %d is a ping", k)
+				minRTT = math.Min(minRTT, roundTrip(k))
+			}
+			sent += int64(d.size)
+		}
+		final := data[len(data)-1].size
+		var times []float64
+		for k := len(data) - 1; k >= pings && data[k].size == final; k-- {
+			times = append(times, roundTrip(k)-minRTT)
+		}
+		require.GreaterOrEqual(t, len(times), 3, "at least three transfers of the final size")
+		wantRate, wantLatency := float64(final)/collective.Median(times), minRTT/2
+
+		require.InEpsilon(t, wantRate, f.Bandwidth, 0.05, "told %d bytes: the pipe carried %d-byte transfers at %.3g B/s", largest, final, wantRate)
+		require.GreaterOrEqual(t, f.Latency, wantLatency-1e-9, "told %d bytes: latency below what the pipe took", largest)
+		require.LessOrEqual(t, f.Latency, wantLatency+1e-3, "told %d bytes: the pipe's latency was %.3g s", largest, wantLatency)
+		require.Less(t, float64(sent)/rate, 0.7, "told %d bytes: sent %d bytes, %.2f s at %.3g B/s", largest, sent, float64(sent)/rate, rate)
+		t.Logf("told %d bytes: %.3g B/s (the pipe: %.3g), latency %.3g s (the pipe: %.3g), %d bytes sent, in %v",
+			largest, f.Bandwidth, wantRate, f.Latency, wantLatency, sent, took)
 	}
 }

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/internal/netlab"
+	"github.com/hetcomm/hetcomm/internal/roottest"
 )
 
 // The rails on real NICs: the dualnic4 netlab topology (4 hosts, eth0 on
@@ -37,8 +40,10 @@ import (
 //     8 B to 4 MiB (the single rails measured through the same rail
 //     layer, a RailSet of one link; plain links are reported too).
 //
-// It needs root, iproute2, tc, unshare and the go tool (to build netlab),
-// and is skipped with -short. The numbers are logged (go test -v).
+// It runs only with HETCOMM_ROOT_TESTS=1 (as root, with netlab's tools:
+// ip, tc, nft, unshare; and the go tool, to build netlab), and is skipped
+// with -short and under the race detector. The numbers are logged (go
+// test -v).
 
 const (
 	railRootJob    = 0x7a11
@@ -76,34 +81,29 @@ func railRootSkip(t *testing.T) {
 	if railRace {
 		t.Skip("root netlab test: it measures the rails, which is meaningless under the race detector (internal/e2e runs the rails on netlab under -race); run it without -race")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("root netlab test: needs root (network namespaces and tc); run as root to measure the rails on dualnic4")
-	}
-	for _, tool := range []string{"ip", "tc", "unshare", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("root netlab test: %s not found", tool)
-		}
-	}
+	// netlab's tools (ip, tc, nft, unshare), and go to build the netlab
+	// command.
+	roottest.Require(t, "netlab: builds the dualnic4 lab to measure the rails", append(slices.Clone(netlab.Tools), "go")...)
 }
 
 func TestRailRootDualNIC4(t *testing.T) {
 	railRootSkip(t)
 	dir := t.TempDir()
-	netlab := filepath.Join(dir, "netlab")
-	out, err := exec.Command("go", "build", "-o", netlab, "../internal/netlab/cmd/netlab").CombinedOutput()
+	netlabCmd := filepath.Join(dir, "netlab")
+	out, err := exec.Command("go", "build", "-o", netlabCmd, "../internal/netlab/cmd/netlab").CombinedOutput()
 	require.NoError(t, err, "building netlab: %s", out)
 	lab := fmt.Sprintf("rr%d", os.Getpid()%100000)
-	out, err = exec.Command(netlab, "up", "--name", lab, "../bench/topologies/dualnic4.json").CombinedOutput()
+	out, err = exec.Command(netlabCmd, "up", "--name", lab, "../bench/topologies/dualnic4.json").CombinedOutput()
 	require.NoError(t, err, "netlab up: %s", out)
 	t.Cleanup(func() {
-		if out, err := exec.Command(netlab, "down", lab).CombinedOutput(); err != nil {
+		if out, err := exec.Command(netlabCmd, "down", lab).CombinedOutput(); err != nil {
 			t.Errorf("netlab down %s: %v: %s", lab, err, out)
 		}
 	})
 	self, err := os.Executable()
 	require.NoError(t, err)
 	helper := func(ctx context.Context, host, role string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, netlab, "exec", "--lab", lab, host, self, "-test.run=^TestRailRootHelper$", "-test.count=1")
+		cmd := exec.CommandContext(ctx, netlabCmd, "exec", "--lab", lab, host, self, "-test.run=^TestRailRootHelper$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "RAIL_ROOT_ROLE="+role)
 		return cmd
 	}

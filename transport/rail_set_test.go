@@ -691,6 +691,13 @@ func TestRailWindows(t *testing.T) {
 	require.NoError(t, eg.Wait())
 }
 
+// inRecv reports whether a caller of rs is in Recv.
+func inRecv(rs *RailSet) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.recvIn > 0
+}
+
 // lentRail is the index of the rail rs has lent to its Recv callers, or -1.
 func lentRail(rs *RailSet) int {
 	rs.mu.Lock()
@@ -704,6 +711,14 @@ func lentRail(rs *RailSet) int {
 // railEcho answers every message on l with a copy, after delay, until a
 // message with tag 1 (answered too) or an error.
 func railEcho(l Link, delay time.Duration) chan error {
+	return railEchoWhen(l, delay, nil)
+}
+
+// railEchoWhen is railEcho, except that each answer also waits until
+// ready() holds (nil: at once), for at most 10 s: a test that needs its
+// Recv caller to be waiting when an answer arrives waits for that event
+// rather than for a delay that a busy machine can outlast.
+func railEchoWhen(l Link, delay time.Duration, ready func() bool) chan error {
 	done := make(chan error, 1)
 	go func() {
 		ctx := context.Background()
@@ -714,6 +729,12 @@ func railEcho(l Link, delay time.Duration) chan error {
 				return
 			}
 			time.Sleep(delay)
+			for start := time.Now(); ready != nil && !ready(); time.Sleep(50 * time.Microsecond) {
+				if time.Since(start) > 10*time.Second {
+					done <- errors.New("railEchoWhen: not ready after 10 s")
+					return
+				}
+			}
 			if err := l.Send(ctx, Header{Type: MsgEager, Tag: m.Header.Tag}, m.Payload); err != nil {
 				done <- err
 				return
@@ -732,15 +753,23 @@ func railEcho(l Link, delay time.Duration) chan error {
 // themselves; a message completed on another rail stops such a read, and
 // so does the caller's ctx; the lent rail follows the traffic; several
 // Recv callers share it.
+//
+// Nothing here depends on how fast the machine is: every answer waits
+// until a's Recv caller is in Recv (an event, not only a delay), and the
+// tick, which gives a lent rail that nobody read for a whole tick back to
+// its reader goroutine (TestRailLendLease tests that), is kept out of the
+// way (noTick): with the default 2 ms tick, a test goroutine descheduled
+// for a few ms between a Recv and the check that follows it found no rail
+// lent.
 func TestRailLend(t *testing.T) {
 	for _, name := range []string{"mem", "tcp", "tls", "udp"} {
 		t.Run(name, func(t *testing.T) {
 			// rail 0: the lower latency, rail 1: the higher bandwidth;
 			// mux crosses over near 6 kB.
-			g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailMux}, rails: rigRails(name)})
-			// The answers come late enough for a's Recv caller to wait
-			// for them.
-			echo := railEcho(g.b, time.Millisecond)
+			g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailMux}, rails: rigRails(name),
+				modify: noTick})
+			// The answers come when a's Recv caller waits for them.
+			echo := railEchoWhen(g.b, time.Millisecond, func() bool { return inRecv(g.a) })
 			pingpong := func(size, tag int) {
 				t.Helper()
 				if size > 6<<10 {
@@ -908,22 +937,30 @@ func rigRails(name string) func(t testing.TB, i int) (Network, string) {
 }
 
 // lendOn makes rs lend a rail to its Recv callers, and returns it: rs
-// pings peer, whose answers come late enough for rs's Recv caller to
-// wait for them (the reader goroutine hands them over). Small messages
-// under mux over twoRailCosts go on rail 0.
+// pings peer, whose answers come when rs's Recv caller waits for them
+// (the reader goroutine hands them over). Small messages under mux over
+// twoRailCosts go on rail 0. Unless the test keeps the tick out of the
+// way (noTick), the tick gives the rail back when nobody reads it for a
+// whole tick (2 ms): a test goroutine descheduled that long before the
+// check finds none lent, so the pings are repeated (10 times at most)
+// until a rail is seen lent.
 func lendOn(t *testing.T, rs, peer *RailSet) int {
 	t.Helper()
 	ctx := testCtx(t)
-	echo := railEcho(peer, time.Millisecond)
-	for i := range 5 {
-		require.NoError(t, rs.Send(ctx, Header{Type: MsgEager, Tag: int32(i / 4)}, []byte("ping")))
-		_, err := rs.Recv(ctx)
-		require.NoError(t, err)
+	for range 10 {
+		echo := railEchoWhen(peer, time.Millisecond, func() bool { return inRecv(rs) })
+		for i := range 5 {
+			require.NoError(t, rs.Send(ctx, Header{Type: MsgEager, Tag: int32(i / 4)}, []byte("ping")))
+			_, err := rs.Recv(ctx)
+			require.NoError(t, err)
+		}
+		require.NoError(t, <-echo)
+		if r := lentRail(rs); r != -1 {
+			return r
+		}
 	}
-	require.NoError(t, <-echo)
-	r := lentRail(rs)
-	require.NotEqual(t, -1, r, "a rail is lent")
-	return r
+	t.Fatal("no rail is lent after 10 rounds of pings")
+	return -1
 }
 
 // callerReading reports whether a Recv caller of rs is reading a rail.

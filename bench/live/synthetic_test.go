@@ -10,12 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/bench"
+	"github.com/hetcomm/hetcomm/internal/netlab"
+	"github.com/hetcomm/hetcomm/internal/roottest"
 )
 
 func TestPoisson(t *testing.T) {
@@ -100,25 +103,24 @@ func TestSyntheticRankHelper(t *testing.T) {
 }
 
 // TestSyntheticRootDualNIC4 runs a short synthetic benchmark on two hosts
-// of the dualnic4 netlab topology (root only; skipped with -short).
+// of the dualnic4 netlab topology (only with HETCOMM_ROOT_TESTS=1, as
+// root; skipped with -short).
 func TestSyntheticRootDualNIC4(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("root netlab test: needs root and no -short")
+	if testing.Short() {
+		t.Skip("root netlab test: skipped with -short")
 	}
-	for _, tool := range []string{"ip", "tc", "unshare", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found", tool)
-		}
-	}
+	// netlab's tools (ip, tc, nft, unshare), and go to build the netlab
+	// command.
+	roottest.Require(t, "netlab: builds the dualnic4 lab", append(slices.Clone(netlab.Tools), "go")...)
 	dir := t.TempDir()
-	netlab := filepath.Join(dir, "netlab")
-	out, err := exec.Command("go", "build", "-o", netlab, "../../internal/netlab/cmd/netlab").CombinedOutput()
+	netlabCmd := filepath.Join(dir, "netlab")
+	out, err := exec.Command("go", "build", "-o", netlabCmd, "../../internal/netlab/cmd/netlab").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	lab := fmt.Sprintf("sy%d", os.Getpid()%100000)
-	out, err = exec.Command(netlab, "up", "--name", lab, "../topologies/dualnic4.json").CombinedOutput()
+	out, err = exec.Command(netlabCmd, "up", "--name", lab, "../topologies/dualnic4.json").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	t.Cleanup(func() {
-		if out, err := exec.Command(netlab, "down", lab).CombinedOutput(); err != nil {
+		if out, err := exec.Command(netlabCmd, "down", lab).CombinedOutput(); err != nil {
 			t.Errorf("netlab down: %v: %s", err, out)
 		}
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/internal/freeport"
+	"github.com/hetcomm/hetcomm/internal/roottest"
 )
 
 var (
@@ -254,12 +255,7 @@ func TestSlurm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: the Slurm test starts a cluster")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the Slurm test needs root (it starts slurmctld, slurmd and munged); .ci/run runs it as root")
-	}
-	if _, err := exec.LookPath("slurmctld"); err != nil {
-		t.Skip("Slurm is not installed (apt-get install slurm-wlm munge; .ci/run does this)")
-	}
+	roottest.Require(t, "starts a local Slurm cluster: munged, slurmctld and slurmd", "slurmctld", "slurmd", "srun", "sbatch", "munged")
 	bin := binaries(t)
 	r := run(t, 3*time.Minute, []string{"HETCOMM_SECRET=slurm-test-secret-0123456789", "SLURM_LOCAL_TASKS=4"},
 		filepath.Join(repoRoot(), ".ci", "slurm-local"), filepath.Join(bin, "alltoallv"), "-seed", "1", "-max", "1048576")

@@ -13,20 +13,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/internal/netlab"
+	"github.com/hetcomm/hetcomm/internal/roottest"
 )
 
-// needLab skips unless this process can build network namespaces.
+// needLab skips unless HETCOMM_ROOT_TESTS=1 asks for the tests that build
+// network namespaces (and fails if it does but this is not root with
+// netlab's tools installed).
 func needLab(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("short mode: the netlab tests build network namespaces and probe shaped links")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("netlab: needs root to create network namespaces; .ci/run runs this as root")
-	}
-	if err := netlab.CheckTools(); err != nil {
-		t.Skipf("netlab: %v", err)
-	}
+	roottest.Require(t, "netlab: builds network namespaces", netlab.Tools...)
 }
 
 // labAddrs returns every host's address on its NIC nic, in host order.

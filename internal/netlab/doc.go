@@ -27,6 +27,6 @@
 // the transport's user-space emulation.
 //
 // This package imports only the standard library and runs ip, tc, nft and
-// unshare; nothing outside it may depend on it, and its tests that need
-// root skip without it.
+// unshare; nothing outside it may depend on it, and its tests that build
+// labs run only with HETCOMM_ROOT_TESTS=1 (see internal/roottest).
 package netlab

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,21 +15,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/internal/roottest"
 )
 
-// needRoot skips a test that builds namespaces unless it runs as root with
-// ip, tc, nft and unshare installed.
+// needRoot skips a test that builds namespaces unless HETCOMM_ROOT_TESTS=1
+// (and fails it if that is set but this is not root on Linux with ip, tc,
+// nft and unshare installed).
 func needRoot(t *testing.T) {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("netlab: Linux only")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("netlab: needs root to create network namespaces; .ci/run runs this as root")
-	}
-	if err := CheckTools(); err != nil {
-		t.Skipf("netlab: %v", err)
-	}
+	roottest.Require(t, "netlab: builds network namespaces", Tools...)
 }
 
 var labSeq int

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,9 +18,9 @@ import (
 // layered builds a graph of layers x width tasks: task (0, j) produces a
 // vector of j+1; task (l, j) adds the vectors of (l-1, j) and (l-1,
 // j+1 mod width) and 1; a last task sums everything of the last layer.
-// Every task first calls delay. It returns the graph, the final item and
-// its expected value.
-func layered(layers, width, k int, delay func(ctx context.Context)) (*Graph, ItemID, float64) {
+// Every task first calls delay with its name. It returns the graph, the
+// final item and its expected value.
+func layered(layers, width, k int, delay func(ctx context.Context, task string)) (*Graph, ItemID, float64) {
 	g := NewGraph()
 	prev := make([]ItemID, width)
 	vals := make([]float64, width)
@@ -29,11 +30,12 @@ func layered(layers, width, k int, delay func(ctx context.Context)) (*Graph, Ite
 		for j := 0; j < width; j++ {
 			cur[j] = g.Item(fmt.Sprintf("v%d.%d", l, j), int64(8*k))
 			t := Task{Name: fmt.Sprintf("t%d.%d", l, j), Kind: "add", Work: 1, Out: []ItemID{cur[j]}}
+			name := t.Name
 			if l == 0 {
 				j := j
 				next[j] = float64(j + 1)
 				t.Run = Typed(func(ctx context.Context, in [][]float64) ([][]float64, error) {
-					delay(ctx)
+					delay(ctx, name)
 					v := make([]float64, k)
 					for i := range v {
 						v[i] = float64(j + 1)
@@ -49,7 +51,7 @@ func layered(layers, width, k int, delay func(ctx context.Context)) (*Graph, Ite
 					next[j] += vals[b]
 				}
 				t.Run = Typed(func(ctx context.Context, in [][]float64) ([][]float64, error) {
-					delay(ctx)
+					delay(ctx, name)
 					v := make([]float64, k)
 					for i := range v {
 						v[i] = 1
@@ -70,6 +72,7 @@ func layered(layers, width, k int, delay func(ctx context.Context)) (*Graph, Ite
 		want += v * float64(k)
 	}
 	g.Add(Task{Name: "sum", Kind: "sum", Work: 1, In: prev, Out: []ItemID{final}, Run: Typed(func(ctx context.Context, in [][]float64) ([][]float64, error) {
+		delay(ctx, "sum")
 		s := 0.0
 		for _, v := range in {
 			for _, x := range v {
@@ -81,7 +84,95 @@ func layered(layers, width, k int, delay func(ctx context.Context)) (*Graph, Ite
 	return g, final, want
 }
 
-func noDelay(context.Context) {}
+func noDelay(context.Context, string) {}
+
+// bodyClock records when each task's body ran and on which rank, on the
+// test's own clock: every rank runs in this process, so unlike the
+// ranks' clocks (each starts at its own exit from a barrier) it is one
+// clock for all of them.
+type bodyClock struct {
+	ref        time.Time
+	mu         sync.Mutex
+	start, end map[string]float64 // seconds since ref
+	rank       map[string]int
+}
+
+func newBodyClock() *bodyClock {
+	return &bodyClock{ref: time.Now(), start: map[string]float64{}, end: map[string]float64{}, rank: map[string]int{}}
+}
+
+// delay is a task delay for layered that sleeps d on rank and records the
+// body's start and end.
+func (b *bodyClock) delay(rank int, d time.Duration) func(context.Context, string) {
+	return func(_ context.Context, task string) {
+		start := time.Since(b.ref).Seconds()
+		time.Sleep(d)
+		end := time.Since(b.ref).Seconds()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.start[task], b.end[task], b.rank[task] = start, end, rank
+	}
+}
+
+// checkSchedule checks the schedule the root recorded, s (on the ranks'
+// clocks, each from its own epoch), against the bodies b saw run (on one
+// clock):
+//   - every recorded [Start, Finish] holds its body's run, with one clock
+//     offset (epoch) per rank: the bodies bound each rank's epoch from
+//     both sides, and the bounds must meet;
+//   - on the shared clock, no body starts before the bodies of its
+//     inputs' producers end;
+//   - in the record, no task starts before the producer of one of its
+//     inputs finishes: exactly when both ran on one rank (one clock), and
+//     across ranks within the difference of their epochs that the bodies
+//     allow (measured in this run, rather than a fixed skew: a busy
+//     machine leaves the ranks' barrier milliseconds apart).
+func checkSchedule(t *testing.T, g *Graph, s *taskmap.Schedule, b *bodyClock) {
+	t.Helper()
+	const eps = 1e-6 // float rounding of seconds
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := g.Tasks()
+	lo := map[int]float64{} // epoch of rank r >= lo[r] (on the shared clock)
+	hi := map[int]float64{} // epoch of rank r <= hi[r]
+	rank := make([]int, n)
+	for i := 0; i < n; i++ {
+		name := g.tasks[i].Name
+		r, ok := b.rank[name]
+		require.True(t, ok, "task %d (%s) never ran its body", i, name)
+		require.Equal(t, s.Machine[i], r, "task %d (%s) ran on rank %d, the schedule says %d", i, name, r, s.Machine[i])
+		require.LessOrEqual(t, s.Start[i], s.Finish[i])
+		rank[i] = r
+		if v, ok := lo[r]; !ok || b.end[name]-s.Finish[i] > v {
+			lo[r] = b.end[name] - s.Finish[i]
+		}
+		if v, ok := hi[r]; !ok || b.start[name]-s.Start[i] < v {
+			hi[r] = b.start[name] - s.Start[i]
+		}
+	}
+	for r := range lo {
+		require.LessOrEqual(t, lo[r], hi[r]+eps, "rank %d: no one epoch puts every body inside its recorded [Start, Finish]", r)
+	}
+	producer := map[ItemID]int{}
+	for k, tk := range g.tasks {
+		for _, o := range tk.Out {
+			producer[o] = k
+		}
+	}
+	for i := 0; i < n; i++ {
+		for _, d := range g.tasks[i].In {
+			p := producer[d]
+			require.GreaterOrEqual(t, b.start[g.tasks[i].Name], b.end[g.tasks[p].Name],
+				"task %d's body starts before the body of %d, which produces its input, ends", i, p)
+			skew := 0.0 // the most the consumer's epoch can exceed the producer's
+			if rank[i] != rank[p] {
+				skew = hi[rank[i]] - lo[rank[p]]
+			}
+			require.GreaterOrEqual(t, s.Start[i], s.Finish[p]-skew-eps,
+				"task %d starts before its input from %d (ranks %d and %d, whose epochs differ by at most %.3g s)", i, p, rank[i], rank[p], skew)
+		}
+	}
+}
 
 func TestRunAlgorithms(t *testing.T) {
 	comms := startWorld(t, 3)
@@ -90,8 +181,9 @@ func TestRunAlgorithms(t *testing.T) {
 	for _, a := range []taskmap.Algorithm{taskmap.Static, taskmap.PS, taskmap.CS, taskmap.CD, taskmap.GS, ""} {
 		for _, adapt := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/adapt=%v", a, adapt), func(t *testing.T) {
+				bodies := newBodyClock()
 				res, errs := onAll(comms, func(c *comm.Comm) (*Result, error) {
-					g, final, _ := layered(6, 5, 1000, func(context.Context) { time.Sleep(time.Millisecond) })
+					g, final, _ := layered(6, 5, 1000, bodies.delay(c.Rank(), time.Millisecond))
 					return Run(ctx, c, g, &Config{Root: 1, Algorithm: a, Adapt: adapt, SecondsPerUnit: []float64{1e-3, 1e-3, 2e-3}, Collect: []ItemID{final, 0}})
 				})
 				for r, err := range errs {
@@ -121,22 +213,7 @@ func TestRunAlgorithms(t *testing.T) {
 					algo = taskmap.CD
 				}
 				require.Equal(t, algo, root.Algorithm)
-				s := root.Schedule
-				for i := 0; i < g.Tasks(); i++ {
-					require.LessOrEqual(t, s.Start[i], s.Finish[i])
-					for _, d := range g.tasks[i].In {
-						p := -1
-						for k, tk := range g.tasks {
-							for _, o := range tk.Out {
-								if o == d {
-									p = k
-								}
-							}
-						}
-						// Ranks' clocks start at a barrier: allow a little skew.
-						require.GreaterOrEqual(t, s.Start[i], s.Finish[p]-0.005, "task %d starts before its input from %d", i, p)
-					}
-				}
+				checkSchedule(t, g, root.Schedule, bodies)
 				switch algo {
 				case taskmap.GS:
 					require.GreaterOrEqual(t, root.Remaps, g.Tasks()/2)
@@ -157,10 +234,15 @@ func TestRunAlgorithms(t *testing.T) {
 // TestRunSlowRank: a rank that becomes five times slower than expected
 // after its second task receives much less work from the hybrid remapper
 // with Adapt than from the static mapping. (A count of tasks, not a
-// timing: the slowdown is large enough that the outcome does not depend
-// on the machine.) Without Adapt, CD sees the slow rank only through its
-// late completions, and keeps expecting its queued tasks to take the
-// expected time: it reacts little (logged, not asserted).
+// timing.) "Five times" is a ratio measured in the run, not a longer
+// sleep: each of the slow rank's tasks sleeps one unit, measures how long
+// that took, and then sleeps four times that again, so that it takes five
+// times what a task of the other ranks takes on this machine at this
+// moment, however late a busy machine wakes sleepers (a fixed 15 ms
+// against 3 ms, each late by a few ms, was a ratio of 2-3). Without Adapt,
+// CD sees the slow rank only through its late completions, and keeps
+// expecting its queued tasks to take the expected time: it reacts little
+// (logged, not asserted).
 func TestRunSlowRank(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the graph three times with sleeping tasks")
@@ -173,12 +255,12 @@ func TestRunSlowRank(t *testing.T) {
 		res, errs := onAll(comms, func(c *comm.Comm) (*Result, error) {
 			var ran atomic.Int32
 			slow := c.Rank() == 3
-			g, _, _ := layered(12, 8, 16, func(ctx context.Context) {
-				d := unit
+			g, _, _ := layered(12, 8, 16, func(context.Context, string) {
+				start := time.Now()
+				time.Sleep(unit)
 				if slow && ran.Add(1) > 2 {
-					d *= 5
+					time.Sleep(4 * time.Since(start))
 				}
-				time.Sleep(d)
 			})
 			return Run(ctx, c, g, &Config{Algorithm: a, Adapt: adapt, SecondsPerUnit: []float64{unit.Seconds(), unit.Seconds(), unit.Seconds(), unit.Seconds()}})
 		})
@@ -370,7 +452,7 @@ func TestRunProfile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, errs := onAll(comms, func(c *comm.Comm) (*Result, error) {
-		g, _, _ := layered(3, 2, 4, func(context.Context) { time.Sleep(2 * time.Millisecond) })
+		g, _, _ := layered(3, 2, 4, func(context.Context, string) { time.Sleep(2 * time.Millisecond) })
 		return Run(ctx, c, g, &Config{Probe: func(context.Context) (float64, error) { return 1, nil }})
 	})
 	require.NoError(t, errors.Join(errs...))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hetcomm/hetcomm/internal/netlab"
+	"github.com/hetcomm/hetcomm/internal/roottest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -61,12 +62,7 @@ func TestDryRunAndBadTopology(t *testing.T) {
 }
 
 func TestRootCLI(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("netlab: needs root to create network namespaces; .ci/run runs this as root")
-	}
-	if err := netlab.CheckTools(); err != nil {
-		t.Skipf("netlab: %v", err)
-	}
+	roottest.Require(t, "netlab up/down: builds network namespaces", netlab.Tools...)
 	name := fmt.Sprintf("cli%d", os.Getpid())
 	t.Cleanup(func() { netlab.Down(context.Background(), name, netlab.Config{}) })
 	file := topo("dualnic4.json")
