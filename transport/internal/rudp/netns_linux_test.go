@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetcomm/hetcomm/internal/roottest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -26,14 +27,7 @@ func TestNetnsLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("network-namespace test skipped with -short")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("network-namespace test needs root (ip netns, nft)")
-	}
-	for _, tool := range []string{"ip", "nft"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("network-namespace test needs %s (apt-get install iproute2 nftables): %v", tool, err)
-		}
-	}
+	roottest.Require(t, "builds a network namespace and drops packets with nftables", "ip", "nft")
 	size := 16 << 20
 	for _, loss := range []int{5, 20} {
 		t.Run(fmt.Sprintf("loss=%d%%", loss), func(t *testing.T) {
