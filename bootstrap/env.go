@@ -27,6 +27,7 @@ const (
 	EnvProbe      = "HETCOMM_PROBE"       // link probing at start-up: full, cached (default) or off
 	EnvEmulate    = "HETCOMM_EMULATE"     // a model JSON whose rates and latencies the links emulate (optional)
 	EnvRefresh    = "HETCOMM_REFRESH"     // Go duration: run the background model refresher at this interval (optional)
+	EnvWatch      = "HETCOMM_WATCH"       // host:port of the launcher: the rank exits when that connection ends (set by hetrun)
 )
 
 // DefaultTimeout is the start-up and operation timeout when none is set.
@@ -73,6 +74,10 @@ type Bootstrap struct {
 	// Refresh is the background refresher's interval used when comm's
 	// Config.Refresh is zero; 0 means off.
 	Refresh time.Duration
+	// Watch is host:port where the launcher (hetrun) listens: a rank
+	// holds a connection to it and exits when it ends, so that no rank
+	// outlives its launcher, also on remote hosts. "" means none.
+	Watch string
 	// Launcher says where the values came from.
 	Launcher Launcher
 }
@@ -149,6 +154,7 @@ func (b *Bootstrap) Env() []string {
 		{EnvModel, b.Model},
 		{EnvProbe, b.Probe},
 		{EnvEmulate, b.Emulate},
+		{EnvWatch, b.Watch},
 	}
 	if b.Refresh > 0 {
 		optional = append(optional, struct{ name, value string }{EnvRefresh, b.Refresh.String()})

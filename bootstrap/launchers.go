@@ -270,6 +270,7 @@ func readOptions(e env, b *Bootstrap) error {
 	b.Model = e(EnvModel)
 	b.Probe = strings.ToLower(strings.TrimSpace(e(EnvProbe)))
 	b.Emulate = e(EnvEmulate)
+	b.Watch = e(EnvWatch)
 	if v := e(EnvRefresh); v != "" {
 		d, derr := time.ParseDuration(v)
 		if derr != nil || d < 0 {

@@ -138,6 +138,15 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
+	if boot.Watch != "" {
+		// No rank outlives its launcher (hetrun), on any host.
+		if err := bootstrap.WatchLauncher(ctx, boot.Watch, boot.Timeout, func(err error) {
+			fmt.Fprintf(os.Stderr, "comm: rank %d: the launcher is gone (%v); exiting\n", boot.Rank, err)
+			os.Exit(1)
+		}); err != nil {
+			return nil, fmt.Errorf("comm: init: %w", err)
+		}
+	}
 	if c.RailPolicy == transport.RailAuto && boot.RailPolicy != "" {
 		if c.RailPolicy, err = transport.ParseRailPolicy(boot.RailPolicy); err != nil {
 			return nil, fmt.Errorf("comm: init: %w", err)

@@ -130,11 +130,45 @@ func Run(ctx context.Context, s Spec) error {
 	if err != nil {
 		return err
 	}
-	procs, err := s.startAll()
+	// Every rank holds a connection to this watcher and exits when it
+	// ends: when Run returns, or when the launcher dies, SIGKILL included.
+	// (Local ranks also die with the launcher by Pdeathsig.)
+	watcher, watch, err := s.startWatcher()
+	if err != nil {
+		return err
+	}
+	defer watcher.Close()
+	procs, err := s.startAll(watch)
 	if err != nil {
 		return err
 	}
 	return s.watch(ctx, procs)
+}
+
+// startWatcher listens for the ranks' watch connections: on loopback for
+// a local job, on every interface otherwise; it returns the address the
+// ranks dial.
+func (s Spec) startWatcher() (*bootstrap.Watcher, string, error) {
+	bind, host := "127.0.0.1:0", "127.0.0.1"
+	if len(s.Hosts) > 0 {
+		bind, host = ":0", routeTo(hostOnly(s.Hosts[0]))
+	}
+	w, err := bootstrap.NewWatcher(bind)
+	if err != nil {
+		return nil, "", fmt.Errorf("launch: %w", err)
+	}
+	return w, net.JoinHostPort(host, strconv.Itoa(w.Port())), nil
+}
+
+// routeTo returns this host's address on the route to host (127.0.0.1 if
+// there is none: a host that only resolves on the agent's side).
+func routeTo(host string) string {
+	c, err := net.Dial("udp", net.JoinHostPort(host, "9")) // sends nothing
+	if err != nil {
+		return "127.0.0.1"
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String()
 }
 
 // withDefaults checks the spec and fills in its defaults: ssh, tcp, a
@@ -188,14 +222,14 @@ func (s Spec) host(rank int) string {
 
 // startAll starts every rank, locally or through the agent; if one cannot
 // start, it stops those already running.
-func (s Spec) startAll() ([]*proc, error) {
+func (s Spec) startAll(watch string) ([]*proc, error) {
 	localRank := map[string]int{}
 	outMu := &sync.Mutex{}
 	procs := make([]*proc, s.N)
 	for r := 0; r < s.N; r++ {
 		h := s.host(r)
 		b := bootstrap.Bootstrap{Rank: r, Size: s.N, LocalRank: localRank[h], Coord: s.Coord, Secret: []byte(s.Secret),
-			Job: s.Job, Transport: s.Transport, Timeout: s.Timeout}
+			Job: s.Job, Transport: s.Transport, Timeout: s.Timeout, Watch: watch}
 		if b.Timeout <= 0 {
 			b.Timeout = bootstrap.DefaultTimeout
 		}
@@ -212,11 +246,13 @@ func (s Spec) startAll() ([]*proc, error) {
 			cmd = exec.Command(s.Program, s.Args...)
 			cmd.Env = append(os.Environ(), env...)
 		} else {
-			cmd = exec.Command(s.Rsh, h, remoteCommand(env, s.Program, s.Args))
+			// The secret goes to the agent on its stdin, never in a
+			// command line that anyone on either host can read with ps.
+			cmd = exec.Command(s.Rsh, h, remoteCommand(withoutSecret(env), s.Program, s.Args))
 			cmd.Env = os.Environ()
+			cmd.Stdin = strings.NewReader(s.Secret + "\n")
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Stdin = nil
+		cmd.SysProcAttr = procAttr()
 		p := &proc{rank: r, host: h, cmd: cmd, done: make(chan struct{})}
 		procs[r] = p
 		if err := p.start(s, outMu); err != nil {
@@ -430,6 +466,8 @@ func hostOnly(h string) string {
 // with the job's environment.
 func remoteCommand(env []string, prog string, args []string) string {
 	var b strings.Builder
+	// The first line of the agent's stdin is the job secret.
+	b.WriteString("IFS= read -r " + bootstrap.EnvSecret + " && export " + bootstrap.EnvSecret + "; ")
 	if wd, err := os.Getwd(); err == nil {
 		b.WriteString("cd " + ShellQuote(wd) + " 2>/dev/null; ")
 	}
@@ -442,6 +480,17 @@ func remoteCommand(env []string, prog string, args []string) string {
 		b.WriteString(" " + ShellQuote(a))
 	}
 	return b.String()
+}
+
+// withoutSecret returns env without the job secret.
+func withoutSecret(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, bootstrap.EnvSecret+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // ShellQuote quotes s as one word for a POSIX shell.

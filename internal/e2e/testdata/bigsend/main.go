@@ -1,7 +1,8 @@
-// Command bigsend is a test program for the stopped-peer tests: rank 0
-// sends rank 1 one large message (-mib MiB) and rank 1 receives it. It
-// prints "ready" once the world has formed, and on failure the error,
-// then exits with status 1.
+// Command bigsend is a test program for the stopped-peer and launcher
+// tests: rank 0 sends rank 1 one large message (-mib MiB) and rank 1
+// receives it, or every rank just sleeps (-sleep). It prints "ready" once
+// the world has formed, and on failure the error, then exits with status
+// 1.
 package main
 
 import (
@@ -9,12 +10,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/hetcomm/hetcomm/comm"
 )
 
 func main() {
 	mib := flag.Int("mib", 256, "message size in MiB")
+	sleep := flag.Duration("sleep", 0, "instead of sending, sleep this long once the world has formed")
 	flag.Parse()
 	ctx := context.Background()
 	c, err := comm.Init(ctx, nil)
@@ -23,6 +26,10 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("ready")
+	if *sleep > 0 {
+		time.Sleep(*sleep)
+		return
+	}
 	buf := make([]byte, *mib<<20)
 	if c.Rank() == 0 {
 		err = c.Send(ctx, 1, 7, buf)
