@@ -139,12 +139,14 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 		return nil, err
 	}
 	if boot.Watch != "" {
-		// No rank outlives its launcher (hetrun), on any host.
-		if err := bootstrap.WatchLauncher(ctx, boot.Watch, boot.Timeout, func(err error) {
+		// No rank outlives its launcher (hetrun), on any host. A rank that
+		// cannot reach the launcher (another network namespace, a
+		// firewall) runs on without the watch, and says so.
+		if err := bootstrap.WatchLauncher(ctx, boot.Watch, watchDialTimeout, func(err error) {
 			fmt.Fprintf(os.Stderr, "comm: rank %d: the launcher is gone (%v); exiting\n", boot.Rank, err)
 			os.Exit(1)
 		}); err != nil {
-			return nil, fmt.Errorf("comm: init: %w", err)
+			fmt.Fprintf(os.Stderr, "comm: rank %d: warning: %v; this rank will not notice if the launcher dies\n", boot.Rank, err)
 		}
 	}
 	if c.RailPolicy == transport.RailAuto && boot.RailPolicy != "" {
@@ -204,6 +206,10 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	}
 	return w.newComm(worldCommID, identity(boot.Size), boot.Rank), nil
 }
+
+// watchDialTimeout bounds the connection to the launcher's watch port: a
+// port behind a firewall that drops must not delay start-up long.
+const watchDialTimeout = 3 * time.Second
 
 // startProcs is GOMAXPROCS as the process started: the host's CPUs (or
 // its container's share, or the GOMAXPROCS variable).
