@@ -18,7 +18,8 @@ const (
 	EnvSecret     = "HETCOMM_SECRET"      // per-job secret (any string)
 	EnvSecretFile = "HETCOMM_SECRET_FILE" // or a file holding it (must not be world-readable)
 	EnvTransport  = "HETCOMM_TRANSPORT"   // tcp (default), tls, quic or udp
-	EnvTimeout    = "HETCOMM_TIMEOUT"     // Go duration: start-up and per-operation timeout
+	EnvTimeout    = "HETCOMM_TIMEOUT"     // Go duration: start-up timeout (joining, connecting, probing)
+	EnvOpTimeout  = "HETCOMM_OP_TIMEOUT"  // Go duration: bound on every blocking operation without a deadline of its own (optional)
 	EnvJob        = "HETCOMM_JOB"         // job id (optional; derived from the launcher)
 	EnvHost       = "HETCOMM_HOST"        // address other ranks use to reach this one (optional)
 	EnvRails      = "HETCOMM_RAILS"       // comma-separated rails: local addresses, or networks (CIDR) resolved to this host's address in them (optional)
@@ -48,8 +49,13 @@ type Bootstrap struct {
 	// Transport is tcp, tls, quic, udp, or mem (in-process worlds, which
 	// need a network given to Connect).
 	Transport string
-	// Timeout bounds start-up and, by default, every operation.
+	// Timeout bounds start-up: joining the coordinator, connecting and
+	// probing.
 	Timeout time.Duration
+	// OpTimeout bounds every blocking operation whose context has no
+	// deadline of its own, when comm's Config.OpTimeout is zero; 0 means
+	// no bound.
+	OpTimeout time.Duration
 	// Host is the address this rank advertises; empty means: the local
 	// address of the route to the coordinator.
 	Host string
@@ -158,6 +164,9 @@ func (b *Bootstrap) Env() []string {
 	}
 	if b.Refresh > 0 {
 		optional = append(optional, struct{ name, value string }{EnvRefresh, b.Refresh.String()})
+	}
+	if b.OpTimeout > 0 {
+		optional = append(optional, struct{ name, value string }{EnvOpTimeout, b.OpTimeout.String()})
 	}
 	for _, o := range optional {
 		if o.value != "" {

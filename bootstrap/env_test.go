@@ -202,3 +202,16 @@ func TestBootstrapRefresh(t *testing.T) {
 	require.ErrorAs(t, err, &be)
 	require.Equal(t, EnvRefresh, be.Var)
 }
+
+func TestBootstrapOpTimeout(t *testing.T) {
+	env := map[string]string{EnvRank: "0", EnvSize: "2", EnvCoord: "127.0.0.1:1", EnvSecret: "s", EnvOpTimeout: "90s"}
+	b, err := FromEnv(envOf(env))
+	require.NoError(t, err)
+	require.Equal(t, 90*time.Second, b.OpTimeout)
+	require.Contains(t, b.Env(), EnvOpTimeout+"=1m30s")
+	env[EnvOpTimeout] = "soon"
+	_, err = FromEnv(envOf(env))
+	var be *EnvError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, EnvOpTimeout, be.Var)
+}

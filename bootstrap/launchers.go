@@ -271,6 +271,13 @@ func readOptions(e env, b *Bootstrap) error {
 	b.Probe = strings.ToLower(strings.TrimSpace(e(EnvProbe)))
 	b.Emulate = e(EnvEmulate)
 	b.Watch = e(EnvWatch)
+	if v := e(EnvOpTimeout); v != "" {
+		d, derr := time.ParseDuration(v)
+		if derr != nil || d < 0 {
+			return &EnvError{Var: EnvOpTimeout, Msg: fmt.Sprintf("%q is not a positive duration such as 2m", v)}
+		}
+		b.OpTimeout = d
+	}
 	if v := e(EnvRefresh); v != "" {
 		d, derr := time.ParseDuration(v)
 		if derr != nil || d < 0 {

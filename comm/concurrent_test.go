@@ -71,3 +71,20 @@ func TestCollectivesFromTwoGoroutinesInTurn(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestOpTimeout: a collective that a rank never joins fails on the others
+// once Config.OpTimeout (here from the bootstrap, as HETCOMM_OP_TIMEOUT
+// sets it) has passed, with an error that wraps DeadlineExceeded and names
+// the rank waited for.
+func TestOpTimeout(t *testing.T) {
+	comms := startWorld(t, 3, "mem", func(c *Config) { c.Bootstrap.OpTimeout = 200 * time.Millisecond })
+	errs := make(chan error, 2)
+	for _, c := range comms[:2] {
+		go func() { errs <- c.Barrier(context.Background()) }()
+	}
+	for range 2 {
+		err := <-errs
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Regexp(t, `rank \d`, err.Error())
+	}
+}

@@ -78,8 +78,11 @@ type Config struct {
 	// this long while it owes us nothing in progress. 0 means 5 s.
 	FailAfter time.Duration
 	// OpTimeout bounds every blocking operation whose context has no
-	// deadline of its own. 0 means no bound: a dead peer is detected by
-	// its closed links and by heartbeats instead.
+	// deadline of its own: a collective that some rank never joins fails
+	// after it with an error wrapping context.DeadlineExceeded that names
+	// the rank this one waited for. 0 means Bootstrap.OpTimeout
+	// (HETCOMM_OP_TIMEOUT, hetrun --op-timeout), and then no bound: a dead
+	// peer is detected by its closed links and by heartbeats instead.
 	OpTimeout time.Duration
 	// Logger receives warnings (broken links, failed ranks). nil discards.
 	Logger *slog.Logger

@@ -157,6 +157,9 @@ func Init(ctx context.Context, cfg *Config) (*Comm, error) {
 	if c.Refresh == 0 {
 		c.Refresh = boot.Refresh
 	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = boot.OpTimeout
+	}
 	w := newWorld(boot, c)
 	if c.Drift >= 0 {
 		w.drift = netprobe.NewDrift()

@@ -8,7 +8,7 @@ import (
 
 func TestParseArgs(t *testing.T) {
 	t.Setenv("HETRUN_TEST_VAR", "from hetrun")
-	spec, prog, _, code := parseArgs([]string{"-np", "3", "--transport", "QUIC", "-x", "A=1", "-x", "HETRUN_TEST_VAR", "./prog", "arg"})
+	spec, prog, _, code := parseArgs([]string{"-np", "3", "--transport", "QUIC", "-x", "A=1", "-x", "HETRUN_TEST_VAR", "--op-timeout", "5m", "./prog", "arg"})
 	require.Equal(t, -1, code)
 	require.Equal(t, "./prog", prog)
 	require.Equal(t, 3, spec.N, "-np is -n")
@@ -16,6 +16,7 @@ func TestParseArgs(t *testing.T) {
 	require.Equal(t, []string{"arg"}, spec.Args)
 	require.Contains(t, spec.Env, "A=1")
 	require.Contains(t, spec.Env, "HETRUN_TEST_VAR=from hetrun", "-x KEY passes hetrun's value on")
+	require.Contains(t, spec.Env, "HETCOMM_OP_TIMEOUT=5m0s")
 
 	for name, args := range map[string][]string{
 		"bad transport":  {"--transport", "carrier-pigeon", "./prog"},
@@ -26,6 +27,7 @@ func TestParseArgs(t *testing.T) {
 		"bad rail rule":  {"--rail-policy", "sometimes", "./prog"},
 		"unknown flag":   {"--frobnicate", "./prog"},
 		"hosts and file": {"--hosts", "a", "--hostfile", "f", "./prog"},
+		"op timeout":     {"--op-timeout", "-1s", "./prog"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, _, code := parseArgs(args)

@@ -59,7 +59,8 @@ func parseArgs(args []string) (spec launch.Spec, prog, buildDir string, code int
 	hosts := fs.String("hosts", "", "comma-separated hosts; ranks are placed round-robin (default: all local)")
 	hostfile := fs.String("hostfile", "", "file with one host per line, optionally `host slots=N`")
 	rsh := fs.String("rsh", "ssh", "agent that runs a command on a host, called as AGENT HOST COMMAND")
-	timeout := fs.Duration("timeout", 0, "start-up and operation timeout passed to the ranks (default 60s)")
+	timeout := fs.Duration("timeout", 0, "start-up timeout of the ranks: joining, connecting and probing (default 60s; HETCOMM_TIMEOUT)")
+	opTimeout := fs.Duration("op-timeout", 0, "bound on every blocking operation of the ranks, e.g. 5m: a collective some rank never joins fails on the others (default none; HETCOMM_OP_TIMEOUT)")
 	buildDirFlag := fs.String("build-dir", "", "where a Go package is built (default: a temporary directory; use a shared path for remote hosts)")
 	coord := fs.String("coord", "", "coordinator host:port (default: a free port on rank 0's host)")
 	grace := fs.Duration("grace", 3*time.Second, "time ranks get between SIGTERM and SIGKILL")
@@ -136,6 +137,13 @@ Flags:
 	}
 	if *refresh > 0 {
 		spec.Env = append(spec.Env, bootstrap.EnvRefresh+"="+refresh.String())
+	}
+	if *opTimeout < 0 {
+		fmt.Fprintf(os.Stderr, "hetrun: --op-timeout %v: want a positive duration\n", *opTimeout)
+		return spec, "", "", 2
+	}
+	if *opTimeout > 0 {
+		spec.Env = append(spec.Env, bootstrap.EnvOpTimeout+"="+opTimeout.String())
 	}
 	switch {
 	case *hosts != "" && *hostfile != "":
