@@ -120,7 +120,7 @@ Flags:
 		env[i] = kv + "=" + v
 	}
 	spec = launch.Spec{N: *n, Args: fs.Args()[1:], Rsh: *rsh, Transport: *transport, Timeout: *timeout,
-		Coord: *coord, Env: env, Grace: *grace, NoPrefix: *noPrefix}
+		Coord: *coord, Env: env, Grace: *grace, NoPrefix: *noPrefix, Stdin: os.Stdin}
 	if *rails != "" {
 		spec.Env = append(spec.Env, bootstrap.EnvRails+"="+*rails)
 	}

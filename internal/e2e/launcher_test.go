@@ -119,3 +119,44 @@ func TestRanksDieWithHetrun(t *testing.T) {
 		})
 	}
 }
+
+// TestHetrunStdin: hetrun's stdin reaches rank 0 (locally and through an
+// agent, behind the secret), the other ranks read nothing, and a stdin
+// that never ends does not keep hetrun waiting once the ranks are done.
+func TestHetrunStdin(t *testing.T) {
+	bin := binaries(t)
+	for _, how := range []string{"local", "agent"} {
+		t.Run(how, func(t *testing.T) {
+			args := []string{"-n", "2"}
+			if how == "agent" {
+				args = append(args, "--hosts", "127.0.0.1", "--rsh", localAgent(t))
+			}
+			args = append(args, "/bin/sh", "-c", `read line; echo "got: $line"`)
+			cmd := exec.Command(filepath.Join(bin, "hetrun"), args...)
+			cmd.Env = cleanEnv()
+			cmd.Stdin = strings.NewReader("a line for rank 0\n")
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			require.Contains(t, string(out), "[0] got: a line for rank 0")
+			require.Contains(t, string(out), "[1] got: \n")
+
+			// A stdin that stays open: hetrun ends with its ranks.
+			r, w, err := os.Pipe()
+			require.NoError(t, err)
+			defer w.Close()
+			cmd = exec.Command(filepath.Join(bin, "hetrun"), append(args[:len(args)-3], "/bin/true")...)
+			cmd.Env = cleanEnv()
+			cmd.Stdin = r
+			done := make(chan error, 1)
+			go func() { done <- cmd.Run() }()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("hetrun waited for its stdin after the ranks had ended")
+			}
+			r.Close()
+		})
+	}
+}

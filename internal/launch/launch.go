@@ -47,8 +47,10 @@ type Spec struct {
 	Env []string
 	// RankEnv, if set, adds per-rank variables.
 	RankEnv func(rank int) []string
-	// Stdout and Stderr receive the ranks' output, each line prefixed with
-	// "[rank] " unless NoPrefix.
+	// Stdin, if set, is forwarded to rank 0, as mpirun does; the other
+	// ranks read nothing. Stdout and Stderr receive the ranks' output,
+	// each line prefixed with "[rank] " unless NoPrefix.
+	Stdin          *os.File
 	Stdout, Stderr io.Writer
 	NoPrefix       bool
 	// Grace is how long ranks get between SIGTERM and SIGKILL (default 3s).
@@ -242,20 +244,28 @@ func (s Spec) startAll(watch string) ([]*proc, error) {
 			env = append(env, s.RankEnv(r)...)
 		}
 		var cmd *exec.Cmd
+		var stdin io.Reader // what the rank's stdin pipe carries, if it has one
 		if h == "" {
 			cmd = exec.Command(s.Program, s.Args...)
 			cmd.Env = append(os.Environ(), env...)
+			if r == 0 && s.Stdin != nil {
+				cmd.Stdin = s.Stdin
+			}
 		} else {
 			// The secret goes to the agent on its stdin, never in a
-			// command line that anyone on either host can read with ps.
+			// command line that anyone on either host can read with ps;
+			// rank 0's stdin follows it.
 			cmd = exec.Command(s.Rsh, h, remoteCommand(withoutSecret(env), s.Program, s.Args))
 			cmd.Env = os.Environ()
-			cmd.Stdin = strings.NewReader(s.Secret + "\n")
+			stdin = strings.NewReader(s.Secret + "\n")
+			if r == 0 && s.Stdin != nil {
+				stdin = io.MultiReader(stdin, s.Stdin)
+			}
 		}
 		cmd.SysProcAttr = procAttr()
 		p := &proc{rank: r, host: h, cmd: cmd, done: make(chan struct{})}
 		procs[r] = p
-		if err := p.start(s, outMu); err != nil {
+		if err := p.start(s, outMu, stdin); err != nil {
 			stopAll(procs[:r], s.Grace)
 			return nil, err
 		}
@@ -320,10 +330,19 @@ func (s Spec) watch(ctx context.Context, procs []*proc) error {
 	}
 }
 
-func (p *proc) start(s Spec, outMu *sync.Mutex) error {
+func (p *proc) start(s Spec, outMu *sync.Mutex, stdin io.Reader) error {
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		return err
+	}
+	var in io.WriteCloser
+	if stdin != nil {
+		// A pipe fed by a goroutine nobody waits for: a forwarded
+		// terminal that never sends EOF must not keep Wait from
+		// returning once the rank has exited.
+		if in, err = p.cmd.StdinPipe(); err != nil {
+			return err
+		}
 	}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -332,6 +351,12 @@ func (p *proc) start(s Spec, outMu *sync.Mutex) error {
 	if err := p.cmd.Start(); err != nil {
 		p.err = &RankError{Rank: p.rank, Host: p.host, Err: err}
 		return p.err
+	}
+	if in != nil {
+		go func() {
+			io.Copy(in, stdin)
+			in.Close()
+		}()
 	}
 	prefix := ""
 	if !s.NoPrefix {
