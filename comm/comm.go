@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -167,7 +168,19 @@ func (c *Comm) brokenErr() error {
 // bootstrap timeout) until every rank has closed too or failed, then shuts
 // the links down. Closing a sub-communicator only forgets it. Close is
 // idempotent.
+//
+// Deferred directly (defer c.Close()) in a goroutine that panics, Close on
+// the world communicator does not leave gracefully: it tells every other
+// rank that this one failed, and why, before the process dies, so that
+// they name this rank and the panic rather than a rank that "closed its
+// communicator"; then the panic goes on.
 func (c *Comm) Close() error {
+	if r := recover(); r != nil {
+		if c.id == worldCommID && c.closed.CompareAndSwap(false, true) {
+			c.w.failFatal(fmt.Sprintf("panicked: %v", r))
+		}
+		panic(r)
+	}
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}

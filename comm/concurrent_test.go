@@ -88,3 +88,27 @@ func TestOpTimeout(t *testing.T) {
 		require.Regexp(t, `rank \d`, err.Error())
 	}
 }
+
+// TestPanicTellsThePeers: a rank whose goroutine panics with its world
+// communicator's Close deferred tells the others that it failed, and why,
+// instead of closing gracefully: their calls fail with a RankError naming
+// it and the panic. The panic goes on after Close.
+func TestPanicTellsThePeers(t *testing.T) {
+	comms := startWorld(t, 3, "mem", nil)
+	recovered := make(chan any, 1)
+	go func() {
+		defer func() { recovered <- recover() }()
+		defer comms[1].Close()
+		panic("boom in rank 1")
+	}()
+	require.Equal(t, "boom in rank 1", <-recovered, "Close lets the panic go on")
+	for _, r := range []int{0, 2} {
+		err := comms[r].Barrier(context.Background())
+		var re *RankError
+		require.ErrorAs(t, err, &re, "rank %d", r)
+		require.Equal(t, 1, re.Rank, "%v", err)
+		require.ErrorIs(t, err, ErrRankFailed)
+		require.ErrorContains(t, err, "panicked: boom in rank 1")
+		require.NotContains(t, err.Error(), "closed its communicator")
+	}
+}

@@ -41,7 +41,11 @@ func (w *world) linkDown(peer int, err error) {
 func (w *world) onControl(peer int, c control) {
 	switch c.Kind {
 	case "failed":
-		if c.Rank >= 0 && c.Rank < w.size && c.Rank != w.rank {
+		switch {
+		case c.Rank == peer:
+			// The rank reports its own failure on its way out.
+			w.markFailed(peer, &failure{msg: "failed: " + c.Reason}, false)
+		case c.Rank >= 0 && c.Rank < w.size && c.Rank != w.rank:
 			w.markFailed(c.Rank, &failure{msg: fmt.Sprintf("reported failed by rank %d: %s", peer, c.Reason)}, false)
 		}
 	case "abort", "concurrent":
@@ -148,6 +152,36 @@ func (w *world) markGone(peer int, why error, notify, graceful bool) {
 		}
 		w.tell(others, control{Kind: "failed", Rank: peer, Reason: why.Error()})
 	}
+}
+
+// failFatal is this rank's way out when its process is about to die (a
+// panic): it tells every live peer that this rank failed, and why, waiting
+// up to a second for the notices to leave, so that the peers blame this
+// rank with the right cause and not the goodbye of a graceful close; then
+// it shuts the world down.
+func (w *world) failFatal(why string) {
+	w.log.Error("comm: this rank is failing", "rank", w.rank, "reason", why)
+	// From now on links that end are not failures of their peers: the
+	// peers close them because this rank failed.
+	w.mu.Lock()
+	w.closing = true
+	w.mu.Unlock()
+	msg := control{Kind: "failed", Rank: w.rank, Reason: why}
+	var wg sync.WaitGroup
+	for p, l := range w.links {
+		if l == nil || p == w.rank || w.isFailed(p) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			transport.SendControl(ctx, l, transport.Header{}, msg)
+		}()
+	}
+	wg.Wait()
+	w.shutdown()
 }
 
 // tell sends a control message to the ranks in to (world ranks), each in

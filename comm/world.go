@@ -415,6 +415,14 @@ func (w *world) sendParts(ctx context.Context, peer int, h transport.Header, hea
 		if ctx.Err() != nil {
 			return fmt.Errorf("sending to rank %d: %w", peer, ctx.Err())
 		}
+		// The link broke: the peer's read loop is about to say why (its
+		// last messages may tell: a rank that panicked reports it on its
+		// way out). Give it a moment, so that the error names the cause.
+		select {
+		case <-w.failCh[peer]:
+		case <-time.After(causeWait):
+		case <-ctx.Done():
+		}
 		w.mu.Lock()
 		why = w.failed[peer]
 		w.mu.Unlock()
@@ -429,6 +437,10 @@ func (w *world) sendParts(ctx context.Context, peer int, h transport.Header, hea
 	}
 	return nil
 }
+
+// causeWait bounds how long a failed send waits for the peer's read loop
+// to record why the peer is gone.
+const causeWait = time.Second
 
 // sortedInts returns a sorted copy.
 func sortedInts(xs []int) []int {

@@ -160,3 +160,23 @@ func TestHetrunStdin(t *testing.T) {
 		})
 	}
 }
+
+// TestHetrunPanicBlame: when a rank panics, the others learn that it
+// failed and why (not that it "closed its communicator"), and hetrun
+// names it, as a panic, with its status, though the others may exit
+// first.
+func TestHetrunPanicBlame(t *testing.T) {
+	bin := binaries(t)
+	cmd := exec.Command(filepath.Join(bin, "hetrun"), "-n", "3", filepath.Join(bin, "bigsend"), "-panic", "1")
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	require.Equal(t, 2, ee.ExitCode(), "hetrun exits with the panicking rank's status\n%s", out)
+	require.Contains(t, string(out), "hetrun: rank 1 panicked (exit status 2)")
+	// A rank learns from rank 1 itself that it failed, and why. (The
+	// other may instead name the first one, which exits on its error
+	// without a word, if it notices that first.)
+	require.Regexp(t, `\[[02]\] bigsend: rank \d: comm: Barrier: rank 1: failed: panicked: rank 1 fails on purpose`, string(out))
+	require.NotContains(t, string(out), "closed its communicator")
+}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,6 +69,9 @@ type RankError struct {
 	Status int    // exit status, or -1 when killed by a signal
 	Signal syscall.Signal
 	Err    error // a failure to start, if that is what happened
+	// Panicked says that the rank's stderr showed a Go panic or fatal
+	// runtime error.
+	Panicked bool
 	// Also lists the other ranks that failed on their own (before being
 	// stopped), usually because of this one.
 	Also []*RankError
@@ -91,10 +95,16 @@ func (e *RankError) one() string {
 		return fmt.Sprintf("rank %d%s failed to start: %v", e.Rank, where, e.Err)
 	case e.Status < 0:
 		return fmt.Sprintf("rank %d%s was killed by signal %v", e.Rank, where, e.Signal)
+	case e.Panicked:
+		return fmt.Sprintf("rank %d%s panicked (exit status %d)", e.Rank, where, e.Status)
 	default:
 		return fmt.Sprintf("rank %d%s exited with status %d", e.Rank, where, e.Status)
 	}
 }
+
+// crashed reports a rank that died rather than exited with an error: a
+// panic, a fatal runtime error or a signal.
+func (e *RankError) crashed() bool { return e.Panicked || e.Status < 0 }
 
 // ExitCode is the status a launcher should exit with for this failure:
 // the rank's own exit status, 128 plus the signal that killed it, or 1
@@ -121,6 +131,9 @@ type proc struct {
 	err    *RankError // nil when the rank exited 0
 	exitAt time.Time  // when it was reaped
 	wg     sync.WaitGroup
+	// panicked is set when the rank's stderr shows a Go panic or fatal
+	// runtime error.
+	panicked atomic.Bool
 }
 
 // Run starts the job and waits for it. It returns nil when every rank
@@ -300,29 +313,15 @@ func (s Spec) watch(ctx context.Context, procs []*proc) error {
 	case <-failed:
 		// A failing rank makes others fail soon after, and they may be
 		// reaped in any order: let the cascade settle briefly, then name the
-		// rank that exited first and list the others.
+		// cause and list the others (firstFailure).
 		select {
 		case <-allDone:
 		case <-time.After(failureWindow):
 		}
-		var fails []*proc
-		for _, p := range procs {
-			select {
-			case <-p.done:
-				if p.err != nil {
-					fails = append(fails, p)
-				}
-			default:
-			}
-		}
+		err := firstFailure(procs)
 		stopAll(procs, s.Grace)
 		<-allDone
-		sort.SliceStable(fails, func(a, b int) bool { return fails[a].exitAt.Before(fails[b].exitAt) })
-		first := *fails[0].err
-		for _, p := range fails[1:] {
-			first.Also = append(first.Also, p.err)
-		}
-		return &first
+		return err
 	case <-ctx.Done():
 		stopAll(procs, s.Grace)
 		<-allDone
@@ -363,8 +362,12 @@ func (p *proc) start(s Spec, outMu *sync.Mutex, stdin io.Reader) error {
 		prefix = "[" + strconv.Itoa(p.rank) + "] "
 	}
 	p.wg.Add(2)
-	go copyLines(&p.wg, outMu, s.Stdout, stdout, prefix)
-	go copyLines(&p.wg, outMu, s.Stderr, stderr, prefix)
+	go copyLines(&p.wg, outMu, s.Stdout, stdout, prefix, nil)
+	go copyLines(&p.wg, outMu, s.Stderr, stderr, prefix, func(line string) {
+		if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
+			p.panicked.Store(true)
+		}
+	})
 	return nil
 }
 
@@ -372,18 +375,36 @@ func (p *proc) start(s Spec, outMu *sync.Mutex, stdin io.Reader) error {
 // failure before it stops them.
 const failureWindow = 300 * time.Millisecond
 
-// firstFailure reports the earliest failure among finished ranks.
+// firstFailure reports the failures among finished ranks (nil if none):
+// the cause first (see blame), the others in Also.
 func firstFailure(procs []*proc) error {
-	var first *proc
+	var fails []*proc
 	for _, p := range procs {
-		if p.err != nil && (first == nil || p.exitAt.Before(first.exitAt)) {
-			first = p
+		select {
+		case <-p.done:
+			if p.err != nil {
+				fails = append(fails, p)
+			}
+		default:
 		}
 	}
-	if first == nil {
+	if len(fails) == 0 {
 		return nil
 	}
-	return first.err
+	// A rank that crashed (a panic, a signal) is the cause; the ranks
+	// that merely exited with an error usually reacted to it, and may have
+	// been reaped first. Among equals, the first reaped.
+	sort.SliceStable(fails, func(a, b int) bool {
+		if ca, cb := fails[a].err.crashed(), fails[b].err.crashed(); ca != cb {
+			return ca
+		}
+		return fails[a].exitAt.Before(fails[b].exitAt)
+	})
+	first := *fails[0].err
+	for _, p := range fails[1:] {
+		first.Also = append(first.Also, p.err)
+	}
+	return &first
 }
 
 // wait reaps the process after its output is drained, and records how it
@@ -396,7 +417,7 @@ func (p *proc) wait() {
 	if err == nil {
 		return
 	}
-	re := &RankError{Rank: p.rank, Host: p.host, Status: 1}
+	re := &RankError{Rank: p.rank, Host: p.host, Status: 1, Panicked: p.panicked.Load()}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -411,12 +432,16 @@ func (p *proc) wait() {
 }
 
 // copyLines copies r to w line by line, each line prefixed, whole lines
-// at a time so that ranks' output does not interleave mid-line.
-func copyLines(wg *sync.WaitGroup, mu *sync.Mutex, w io.Writer, r io.Reader, prefix string) {
+// at a time so that ranks' output does not interleave mid-line; see, if
+// set, looks at every line.
+func copyLines(wg *sync.WaitGroup, mu *sync.Mutex, w io.Writer, r io.Reader, prefix string, see func(string)) {
 	defer wg.Done()
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, err := br.ReadString('\n')
+		if see != nil && len(line) > 0 {
+			see(line)
+		}
 		if len(line) > 0 {
 			if !strings.HasSuffix(line, "\n") {
 				line += "\n"

@@ -18,6 +18,7 @@ import (
 func main() {
 	mib := flag.Int("mib", 256, "message size in MiB")
 	sleep := flag.Duration("sleep", 0, "instead of sending, sleep this long once the world has formed")
+	panicRank := flag.Int("panic", -1, "instead of sending, this rank panics (its Close deferred) and the others wait in a Barrier")
 	flag.Parse()
 	ctx := context.Background()
 	c, err := comm.Init(ctx, nil)
@@ -25,7 +26,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bigsend:", err)
 		os.Exit(1)
 	}
+	defer c.Close()
 	fmt.Println("ready")
+	if *panicRank >= 0 {
+		if c.Rank() == *panicRank {
+			panic(fmt.Sprintf("rank %d fails on purpose", c.Rank()))
+		}
+		if err := c.Barrier(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "bigsend: rank %d: %v\n", c.Rank(), err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *sleep > 0 {
 		time.Sleep(*sleep)
 		return
@@ -40,5 +52,4 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bigsend: rank %d: %v\n", c.Rank(), err)
 		os.Exit(1)
 	}
-	c.Close()
 }
