@@ -14,8 +14,10 @@ import (
 // AlltoallvOptions tunes one Alltoallv call.
 type AlltoallvOptions struct {
 	// Algorithm is the planner (collective.Caterpillar, MaxMatch, MinMatch,
-	// Greedy, OpenShop, Auto) or Naive. "" means Config.Alltoallv. Every
-	// rank must ask for the same one.
+	// Greedy, OpenShop, Auto), Naive, or collective.Paced (every message
+	// at once, each link paced to its share; links that cannot pace send
+	// unpaced). "" means Config.Alltoallv. Every rank must ask for the
+	// same one.
 	Algorithm collective.Algorithm
 	// Recv, if set, holds one receive buffer per rank, reused as MPI's
 	// receive buffer is: what rank i sends lands in Recv[i][:n] when
@@ -58,7 +60,7 @@ func (c *Comm) Alltoall(ctx context.Context, send [][]byte) ([][]byte, error) {
 
 // AlltoallvWith is Alltoallv with per-call options.
 func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOptions) ([][]byte, error) {
-	algo, err := c.alltoallvAlgorithm(send, o)
+	algo, err := c.checkAlltoallv(send, o)
 	if err != nil {
 		return nil, err
 	}
@@ -93,9 +95,15 @@ func (c *Comm) AlltoallvWith(ctx context.Context, send [][]byte, o AlltoallvOpti
 	return hr.recv, nil
 }
 
-// alltoallvAlgorithm checks Alltoallv's arguments and returns the
-// algorithm to run.
-func (c *Comm) alltoallvAlgorithm(send [][]byte, o AlltoallvOptions) (collective.Algorithm, error) {
+// alltoallvAlgorithm reports whether Alltoallv knows algo: a one-port
+// planner, auto, or a flow-level plan (naive, paced).
+func alltoallvAlgorithm(algo collective.Algorithm) bool {
+	return algo == collective.Auto || collective.IsFlowPlan(algo) || collective.KindOf(algo) == collective.KindAlltoall
+}
+
+// checkAlltoallv checks Alltoallv's arguments and returns the algorithm
+// to run.
+func (c *Comm) checkAlltoallv(send [][]byte, o AlltoallvOptions) (collective.Algorithm, error) {
 	n := c.Size()
 	if len(send) != n {
 		return "", &ArgError{Op: "Alltoallv", Arg: "send", Msg: fmt.Sprintf("%d buffers for %d ranks", len(send), n)}
@@ -107,8 +115,8 @@ func (c *Comm) alltoallvAlgorithm(send [][]byte, o AlltoallvOptions) (collective
 	if algo == "" {
 		algo = c.w.cfg.Alltoallv
 	}
-	if algo != collective.Auto && algo != Naive && collective.KindOf(algo) != collective.KindAlltoall {
-		return "", &ArgError{Op: "Alltoallv", Arg: "algorithm", Msg: fmt.Sprintf("unknown %q (want %v, auto or naive)", algo, collective.Algorithms(collective.KindAlltoall))}
+	if !alltoallvAlgorithm(algo) {
+		return "", &ArgError{Op: "Alltoallv", Arg: "algorithm", Msg: fmt.Sprintf("unknown %q (want %v, auto, naive or paced)", algo, collective.Algorithms(collective.KindAlltoall))}
 	}
 	return algo, nil
 }
@@ -274,10 +282,36 @@ func (c *Comm) exchangeLarge(k *coll, algo collective.Algorithm, send, bufs [][]
 		}
 		tl.plan, tl.algorithm = plan, plan.Algorithm
 	}
-	if plan == nil || plan.Algorithm == Naive {
-		return tl, c.naiveExchange(k, send, h.recv, bufs, h.bytes, h.grants, mine, tl)
+	switch {
+	case plan == nil || plan.Algorithm == Naive:
+		return tl, c.naiveExchange(k, send, h.recv, bufs, h.bytes, h.grants, mine, nil, tl)
+	case plan.Algorithm == collective.Paced:
+		return tl, c.naiveExchange(k, send, h.recv, bufs, h.bytes, h.grants, mine, c.pacingRates(plan), tl)
 	}
 	return tl, c.executePlan(k, plan, send, h.recv, bufs, tl)
+}
+
+// pacingRates returns the rate the paced plan gives each message this
+// rank sends, by destination (0: unpaced).
+func (c *Comm) pacingRates(plan *collective.Plan) []float64 {
+	rates := make([]float64, c.Size())
+	for _, t := range plan.Transfers {
+		if t.Src == c.rank {
+			rates[t.Dst] = t.Rate
+		}
+	}
+	return rates
+}
+
+// canPace reports whether every link of this communicator can pace (the
+// same on every rank: the links are all of the world's transport).
+func (c *Comm) canPace() bool {
+	for _, g := range c.group {
+		if l := c.w.links[g]; l != nil && !transport.CanPace(l) {
+			return false
+		}
+	}
+	return c.Size() > 1
 }
 
 // LastAlgorithm returns the algorithm the last Alltoallv on this
@@ -335,9 +369,9 @@ func (c *Comm) planFor(bytes [][]int64, algo collective.Algorithm) (*collective.
 	// rather than one-port, that runs near the interface bound, which
 	// one-port schedules cannot reach when fast ranks talk to slow ones.
 	// The choice depends only on the sizes and the model, so every rank
-	// makes the same one. (The executor does not pace yet: no paced plan.)
+	// makes the same one. Paced plans need links that can pace.
 	p, err := collective.PlanExchangeOn(c.model(), nil, &collective.Exchange{Bytes: bytes}, algo,
-		collective.Options{Seed: 1}, collective.FlowOptions{NoPacing: true})
+		collective.Options{Seed: 1}, collective.FlowOptions{NoPacing: !c.canPace()})
 	if err != nil {
 		return nil, err
 	}
@@ -491,15 +525,44 @@ func (c *Comm) receivePlanned(k *coll, plan *collective.Plan, order []int, eager
 	return nil
 }
 
+// pace paces the link to every destination with a rate (transport
+// SetPacing) and returns the function that clears them again.
+func (c *Comm) pace(rates []float64) func() {
+	var paced []transport.Link
+	for j, r := range rates {
+		if r <= 0 || j == c.rank {
+			continue
+		}
+		l := c.w.links[c.group[j]]
+		if err := transport.SetPacing(l, r); err != nil {
+			c.w.log.Warn("comm: cannot pace a link; the message goes unpaced", "peer", c.group[j], "err", err)
+			continue
+		}
+		paced = append(paced, l)
+	}
+	return func() {
+		for _, l := range paced {
+			if err := transport.SetPacing(l, 0); err != nil {
+				c.w.log.Warn("comm: cannot clear a link's pacing", "err", err)
+			}
+		}
+	}
+}
+
 // naiveExchange posts every send and every receive at once, as Gloo does,
 // and lets the transport sort them out. A message to a rank that granted
 // a large enough buffer in advance (theirs[j]) goes straight to it; one
-// from a rank this one granted (mine[i]) lands in that buffer.
-func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64, theirs, mine []int64, tl *Timeline) error {
+// from a rank this one granted (mine[i]) lands in that buffer. With rates
+// (a paced plan), the link to each destination with a rate is paced to it
+// for the exchange, and those messages go eagerly.
+func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64, theirs, mine []int64, rates []float64, tl *Timeline) error {
 	n := c.Size()
 	me := c.rank
 	w := c.w
 	ctxID := collCtx(c.id)
+	if rates != nil {
+		defer c.pace(rates)()
+	}
 	reqs := make([]*recvReq, n)
 	for i := 0; i < n; i++ {
 		if i != me && bytes[i][me] > 0 && bytes[i][me] > mine[i] {
@@ -525,10 +588,18 @@ func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64
 			defer wg.Done()
 			start := time.Now()
 			var err error
-			if bytes[me][j] <= theirs[j] {
+			switch {
+			case bytes[me][j] <= theirs[j]:
 				w.preGranted.Add(1)
 				err = w.sendMsg(k.ctx, c.group[j], transport.Header{Type: transport.MsgRndvData, Comm: ctxID, Tag: k.tag, Flags: k.op, Seq: preGrantSeq}, send[j])
-			} else {
+			case rates != nil && rates[j] > 0:
+				// A paced message goes eagerly: a grant sent back on a
+				// link busy with a paced payload would wait behind it.
+				var p *pending
+				if p, err = c.startSendMode(k.ctx, j, ctxID, k.tag, k.op, send[j], true, 0); err == nil {
+					err = c.finishSend(k.ctx, p, c)
+				}
+			default:
 				err = k.send(j, send[j])
 			}
 			if err != nil {

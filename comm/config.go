@@ -32,8 +32,8 @@ type Config struct {
 	Transport transport.Config
 
 	// Alltoallv is the default planner of Alltoallv: one of
-	// collective.Algorithms(collective.KindAlltoall), collective.Auto or
-	// Naive. "" means collective.Auto.
+	// collective.Algorithms(collective.KindAlltoall), collective.Auto,
+	// Naive or collective.Paced. "" means collective.Auto.
 	Alltoallv collective.Algorithm
 	// Allreduce forces how Allreduce combines: collective.AllreduceTree
 	// or collective.AllreduceRSAG. "" (or collective.Auto) chooses per
@@ -75,7 +75,10 @@ type Config struct {
 	// 1 s; negative disables heartbeats and silence detection.
 	Heartbeat time.Duration
 	// FailAfter declares a peer failed when nothing arrived from it for
-	// this long while it owes us nothing in progress. 0 means 5 s.
+	// this long, or, in the middle of a large message from it, when no
+	// byte of that message arrived for 4 times this long (a congested TCP
+	// flow may stall that long while its heartbeats wait behind it). 0
+	// means 5 s.
 	FailAfter time.Duration
 	// OpTimeout bounds every blocking operation whose context has no
 	// deadline of its own: a collective that some rank never joins fails
@@ -126,8 +129,8 @@ func (c Config) normalize() (Config, error) {
 	if c.Alltoallv == "" {
 		c.Alltoallv = collective.Auto
 	}
-	if c.Alltoallv != collective.Auto && c.Alltoallv != Naive && collective.KindOf(c.Alltoallv) != collective.KindAlltoall {
-		return c, fmt.Errorf("comm: config: unknown Alltoallv algorithm %q (want %v, auto or naive)", c.Alltoallv, collective.Algorithms(collective.KindAlltoall))
+	if !alltoallvAlgorithm(c.Alltoallv) {
+		return c, fmt.Errorf("comm: config: unknown Alltoallv algorithm %q (want %v, auto, naive or paced)", c.Alltoallv, collective.Algorithms(collective.KindAlltoall))
 	}
 	switch c.Allreduce {
 	case "", collective.Auto, collective.AllreduceTree, collective.AllreduceRSAG:

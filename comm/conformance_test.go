@@ -169,7 +169,7 @@ func runCollectives(t *testing.T, comms []*Comm, m int) {
 			return err
 		}
 		// Alltoallv with every algorithm, sizes varying per pair.
-		for _, algo := range append(collective.Algorithms(collective.KindAlltoall), collective.Auto, Naive) {
+		for _, algo := range append(collective.Algorithms(collective.KindAlltoall), collective.Auto, Naive, collective.Paced) {
 			send := make([][]byte, n)
 			for j := range send {
 				send[j] = pattern(me, j, 5, (m*(me+1)+j*131)%(m+1))

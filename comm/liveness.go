@@ -244,32 +244,52 @@ func (w *world) heartbeatLoop() {
 						}
 					}(p, l)
 				}
-				if w.silent(p, l, now) {
-					w.markFailed(p, &failure{msg: fmt.Sprintf("silent for more than %v", w.cfg.FailAfter)}, true)
+				if limit := w.silent(p, l, now); limit > 0 {
+					w.markFailed(p, &failure{msg: fmt.Sprintf("silent for more than %v", limit)}, true)
 				}
 			}
 		}
 	}
 }
 
-// silent reports whether nothing came from peer over l for longer than
-// FailAfter. The bytes of a large message count as they arrive, on links
-// that count them (transport.Progress): a peer in the middle of sending
-// one is alive while its bytes flow, and silent when they stop, whatever
-// its socket's kernel still acknowledges. On a link that does not count
-// (mem, which delivers whole messages) a message in the middle still
-// counts as life. Only the heartbeat loop calls it.
-func (w *world) silent(peer int, l transport.Link, now time.Time) bool {
-	busy := w.busySince[peer].Load() != 0
-	if n, ok := transport.Progress(l); ok {
-		if n != w.lastProgress[peer] {
-			w.lastProgress[peer] = n
-			w.lastRecv[peer].Store(now.UnixNano())
+// silent reports whether peer is silent, and after how long a silence:
+// nothing came from it over l for
+// longer than FailAfter, or, while a large message from it is under way,
+// no byte of it for longer than stallFactor times that. The bytes of a
+// large message count as they arrive on links that count them
+// (transport.Progress), so a peer that stopped in the middle of one is
+// found whatever its kernel still acknowledges. The longer bound leaves
+// room for a congested TCP flow, whose retransmission timeouts double (1,
+// 2, 4 s...) while its sender's heartbeats wait behind the message on the
+// same stream. On a link that does not count (mem, which delivers whole
+// messages) a message under way counts as life. Only the heartbeat loop
+// calls it.
+func (w *world) silent(peer int, l transport.Link, now time.Time) (limit time.Duration) {
+	quiet := time.Duration(now.UnixNano() - w.lastRecv[peer].Load())
+	if w.busySince[peer].Load() == 0 {
+		if quiet > w.cfg.FailAfter {
+			return w.cfg.FailAfter
 		}
-		busy = false
+		return 0
 	}
-	return !busy && now.UnixNano()-w.lastRecv[peer].Load() > int64(w.cfg.FailAfter)
+	n, ok := transport.Progress(l)
+	if !ok {
+		return 0
+	}
+	if n != w.lastProgress[peer] {
+		w.lastProgress[peer] = n
+		w.lastRecv[peer].Store(now.UnixNano())
+		return 0
+	}
+	if stalled := stallFactor * w.cfg.FailAfter; quiet > stalled {
+		return stalled
+	}
+	return 0
 }
+
+// stallFactor: a large message under way may go without a byte this many
+// times FailAfter before its sender counts as silent (20 s by default).
+const stallFactor = 4
 
 // close leaves the world gracefully: it tells every peer, waits (up to the
 // bootstrap timeout) until every peer has said the same or failed, then

@@ -142,6 +142,9 @@ func (f *liveFlags) algorithms() ([]collective.Algorithm, error) {
 		if kind != collective.KindRedistribute {
 			all = append(all, comm.Naive)
 		}
+		if kind == collective.KindAlltoall {
+			all = append(all, collective.Paced)
+		}
 		return all, nil
 	}
 	var out []collective.Algorithm
@@ -149,7 +152,7 @@ func (f *liveFlags) algorithms() ([]collective.Algorithm, error) {
 		a = strings.TrimSpace(a)
 		base := collective.Algorithm(strings.TrimSuffix(a, "+perpair"))
 		ok := collective.KindOf(base) == kind || base == collective.Auto && kind != collective.KindRedistribute ||
-			base == comm.Naive && kind != collective.KindRedistribute
+			base == comm.Naive && kind != collective.KindRedistribute || base == collective.Paced && kind == collective.KindAlltoall
 		if !ok || strings.HasSuffix(a, "+perpair") && kind != collective.KindRedistribute {
 			return nil, fmt.Errorf("bench: unknown %s algorithm %q", f.collective, a)
 		}

@@ -18,8 +18,10 @@ import (
 // stopped (SIGSTOP) in the middle. A stopped process keeps its sockets,
 // and its kernel keeps acknowledging TCP, so nothing closes: the survivor
 // must still fail, naming the stopped rank, once it has heard nothing for
-// FailAfter (5 s), whether it was blocked writing to a full socket or
-// waiting for the rest of the message. It used to hang on tcp and tls.
+// FailAfter (5 s; 20 s when it waited for the rest of a message, which a
+// congested TCP flow can also stall), whether it was blocked writing to a
+// full socket or waiting for the rest of the message. It used to hang on
+// tcp and tls.
 func TestStoppedPeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops processes in the middle of a 1000 MiB message (-short)")
