@@ -48,3 +48,20 @@ func maxSegment(tc *net.TCPConn) int {
 	}
 	return mss
 }
+
+// maxPacingRate reads tc's SO_MAX_PACING_RATE back (bytes per second on
+// the wire; math.MaxUint32 means unlimited).
+func maxPacingRate(tc *net.TCPConn) (uint64, error) {
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		v, serr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, soMaxPacingRate)
+	}); err != nil {
+		return 0, err
+	}
+	return uint64(uint32(v)), serr
+}

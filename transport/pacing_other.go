@@ -15,3 +15,7 @@ func setMaxPacingRate(*net.TCPConn, uint64) error {
 }
 
 func maxSegment(*net.TCPConn) int { return 1448 }
+
+func maxPacingRate(*net.TCPConn) (uint64, error) {
+	return 0, fmt.Errorf("%w: no kernel pacing on this system", ErrNoPacing)
+}
