@@ -147,12 +147,17 @@ func (f *Fabric) segmentSides() [][]byte {
 // FabricFromModel derives a fabric from a pairwise model: each rank's
 // egress and ingress per rail are its fastest outgoing and incoming pair
 // rates on that rail (Model.NICRates; the top-level rates when the model
-// lists no rails), and the start-up times are the model's latencies. It
-// knows no segments: add them from measurements (a backbone found with
-// Clusters and measured with concurrent flows), not from guesses.
+// lists no rails), the start-up times are the model's latencies, and its
+// segments are the model's (measured ones: netprobe finds a backbone with
+// Clusters and measures it with concurrent flows; the pair rates alone
+// cannot show one).
 func FabricFromModel(m *Model) *Fabric {
 	n := m.Size()
 	f := &Fabric{Egress: make([][]float64, n), Ingress: make([][]float64, n), Latency: m.Latency}
+	for _, seg := range m.Segments {
+		seg.A, seg.B = append([]int(nil), seg.A...), append([]int(nil), seg.B...)
+		f.Segments = append(f.Segments, seg)
+	}
 	rails := []*Model{m}
 	if len(m.Rails) > 0 {
 		rails = rails[:0]

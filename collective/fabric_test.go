@@ -78,6 +78,40 @@ func TestFabricFromModel(t *testing.T) {
 	require.NoError(t, lone.Validate())
 }
 
+// TestModelSegments: a model's measured segments reach the fabric, are
+// renumbered by Sub (and dropped when a side empties), are checked by
+// Validate and change the digest.
+func TestModelSegments(t *testing.T) {
+	m := NewUniformModel(4, 1e-4, 100)
+	m.Segments = []Segment{{Name: "backbone", A: []int{0, 1}, B: []int{2, 3}, AB: 40, BA: 30}}
+	require.NoError(t, m.Validate())
+	f := FabricFromModel(m)
+	require.Equal(t, m.Segments, f.Segments)
+	f.Segments[0].A[0] = 3
+	require.Equal(t, 0, m.Segments[0].A[0], "the fabric has its own copy")
+
+	sub := m.Sub([]int{3, 1, 2})
+	require.Equal(t, []Segment{{Name: "backbone", A: []int{1}, B: []int{0, 2}, AB: 40, BA: 30}}, sub.Segments)
+	require.Empty(t, m.Sub([]int{2, 3}).Segments, "a side with no member left drops the segment")
+	require.Equal(t, m, m.Sub([]int{0, 1, 2, 3}))
+
+	plain := NewUniformModel(4, 1e-4, 100)
+	require.NotEqual(t, plain.Digest(), m.Digest(), "the planners see the segment, so the digest does")
+	other := *m
+	other.Segments = []Segment{{Name: "backbone", A: []int{0, 1}, B: []int{2, 3}, AB: 40, BA: 31}}
+	require.NotEqual(t, other.Digest(), m.Digest())
+
+	for _, bad := range []Segment{
+		{A: []int{0}, B: []int{0}, AB: 1, BA: 1},
+		{A: []int{0}, B: []int{4}, AB: 1, BA: 1},
+		{A: []int{0}, B: []int{1}, AB: 0, BA: 1},
+		{A: []int{0}, AB: 1, BA: 1},
+	} {
+		m.Segments = []Segment{bad}
+		require.ErrorContains(t, m.Validate(), "segments[0]", "%+v", bad)
+	}
+}
+
 // threeFlowFabric: rank 0's egress (10) and rank 2's ingress (6) are the
 // only constraints; flows 0->1 (A), 0->2 (B) and 3->2 (C).
 func threeFlowFabric() *Fabric { return switchFabric(10, 100, 6, 100) }

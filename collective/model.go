@@ -44,6 +44,10 @@ type Model struct {
 	RecvOverhead []Overhead `json:"recv_overhead,omitempty"`
 	// Rails describes each rail separately, when there is more than one.
 	Rails []Rail `json:"rails,omitempty"`
+	// Segments are the shared links measured between groups of nodes (a
+	// backbone between two clusters): every flow that crosses one shares
+	// its capacity (see Fabric). The pair rates alone cannot show them.
+	Segments []Segment `json:"segments,omitempty"`
 }
 
 // Overhead is a per-node software overhead Const + PerByte*m, in seconds.
@@ -193,6 +197,11 @@ func (m *Model) Validate() error {
 			if !finiteNonNeg(o.Const) || !finiteNonNeg(o.PerByte) {
 				return fmt.Errorf("collective: %s[%d] = %+v: must be finite and non-negative", name, i, o)
 			}
+		}
+	}
+	for i := range m.Segments {
+		if err := m.Segments[i].validate(n); err != nil {
+			return fmt.Errorf("collective: segments[%d] (%q): %w", i, m.Segments[i].Name, err)
 		}
 	}
 	for r, rail := range m.Rails {

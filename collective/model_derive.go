@@ -12,9 +12,11 @@ import (
 
 // Sub returns the model of the nodes in group, renumbered 0..len(group)-1
 // in group's order: entry (a, b) of every matrix is entry (group[a],
-// group[b]) of m, and the overheads follow their nodes. Rails are not
-// carried over (they serve the rails of the whole world). A group that
-// names every node in order returns m itself.
+// group[b]) of m, and the overheads follow their nodes. A segment keeps
+// the members of the group on each of its sides, and is dropped when a
+// side has none left. Rails are not carried over (they serve the rails of
+// the whole world). A group that names every node in order returns m
+// itself.
 func (m *Model) Sub(group []int) *Model {
 	if len(group) == m.Size() && isIdentity(group) {
 		return m
@@ -43,7 +45,35 @@ func (m *Model) Sub(group []int) *Model {
 			s.RecvOverhead = append(s.RecvOverhead, m.RecvOverhead[g])
 		}
 	}
+	s.Segments = subSegments(m.Segments, group)
 	return s
+}
+
+// subSegments renumbers segments for the nodes of group (see Model.Sub).
+func subSegments(segs []Segment, group []int) []Segment {
+	var out []Segment
+	for _, seg := range segs {
+		side := map[int]byte{}
+		for _, r := range seg.A {
+			side[r] = 'a'
+		}
+		for _, r := range seg.B {
+			side[r] = 'b'
+		}
+		s := Segment{Name: seg.Name, AB: seg.AB, BA: seg.BA}
+		for i, g := range group {
+			switch side[g] {
+			case 'a':
+				s.A = append(s.A, i)
+			case 'b':
+				s.B = append(s.B, i)
+			}
+		}
+		if len(s.A) > 0 && len(s.B) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func isIdentity(group []int) bool {
@@ -146,9 +176,10 @@ func (m *Model) WithRates(rates []PairRate) (*Model, bool) {
 	return &cp, changed
 }
 
-// Digest summarises the pair part of the model (every pair's rate and
-// latency) in 63 bits, so that ranks can check cheaply that they plan
-// with the same model. A nil model digests to 0.
+// Digest summarises what the planners use of the model (every pair's
+// rate and latency, and the segments' sides and capacities) in 63 bits,
+// so that ranks can check cheaply that they plan with the same model. A
+// nil model digests to 0.
 func (m *Model) Digest() uint64 {
 	if m == nil {
 		return 0
@@ -163,6 +194,16 @@ func (m *Model) Digest() uint64 {
 				binary.LittleEndian.PutUint64(b[:], math.Float64bits(m.Latency[i][j]))
 				h.Write(b[:])
 			}
+		}
+	}
+	for _, seg := range m.Segments {
+		for _, v := range []float64{float64(len(seg.A)), float64(len(seg.B)), seg.AB, seg.BA} {
+			binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
+			h.Write(b[:])
+		}
+		for _, r := range append(append([]int(nil), seg.A...), seg.B...) {
+			binary.LittleEndian.PutUint64(b[:], uint64(r))
+			h.Write(b[:])
 		}
 	}
 	return h.Sum64() &^ (1 << 63)

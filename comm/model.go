@@ -7,6 +7,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -34,7 +35,9 @@ func (w *world) probe(ctx context.Context, mode netprobe.Mode) error {
 	if w.numRails() > 1 {
 		port = railProbePort{probePort{pc}, w}
 	}
-	res, err := netprobe.Directory(ctx, port, mode, w.cfg.ProbeConfig, dir, w.probeKey(), func(msg string) {
+	pcfg := w.cfg.ProbeConfig
+	pcfg.Cuts = append(w.subnetCuts(), pcfg.Cuts...)
+	res, err := netprobe.Directory(ctx, port, mode, pcfg, dir, w.probeKey(), func(msg string) {
 		w.log.Warn("comm: " + msg)
 	})
 	if err != nil {
@@ -43,6 +46,44 @@ func (w *world) probe(ctx context.Context, mode netprobe.Mode) error {
 	w.setModel(res.Model, res.Offsets)
 	w.probed.Store(res)
 	return nil
+}
+
+// subnetCuts groups the ranks by the subnet of their first rail's
+// address (IPv4 /24, IPv6 /64) for the segment probe to test first: subnets are joined by
+// routers, whose links the ranks of a subnet share. Nil when the ranks
+// are all on one subnet or an address is not an IP address.
+func (w *world) subnetCuts() [][]int {
+	if w.dir == nil {
+		return nil
+	}
+	groups := map[string][]int{}
+	var order []string
+	for r, h := range w.dir.Peers {
+		hosts := h.RailHosts()
+		if len(hosts) == 0 {
+			return nil
+		}
+		ip := net.ParseIP(hosts[0])
+		if ip == nil {
+			return nil
+		}
+		key := ip.Mask(net.CIDRMask(64, 128)).String()
+		if v4 := ip.To4(); v4 != nil {
+			key = v4.Mask(net.CIDRMask(24, 32)).String()
+		}
+		if _, ok := groups[key]; !ok {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], r)
+	}
+	if len(order) < 2 {
+		return nil
+	}
+	var cuts [][]int
+	for _, k := range order {
+		cuts = append(cuts, groups[k])
+	}
+	return cuts
 }
 
 // probeKey names this world's network for the model cache.
@@ -237,6 +278,19 @@ func (p probePort) Probe(ctx context.Context, peer, tag int) error {
 }
 
 func (p probePort) Barrier(ctx context.Context) error { return p.c.Barrier(ctx) }
+
+// Pace implements netprobe.PacedPort with the link's pacing (transport
+// SetPacing); links that cannot pace say so.
+func (p probePort) Pace(peer int, rate float64) error {
+	if peer < 0 || peer >= p.c.Size() || peer == p.c.rank {
+		return fmt.Errorf("%w: no link to rank %d", ErrArgument, peer)
+	}
+	l := p.c.w.links[p.c.group[peer]]
+	if l == nil {
+		return fmt.Errorf("%w: no link to rank %d", ErrArgument, peer)
+	}
+	return transport.SetPacing(l, rate)
+}
 
 func (p probePort) Gather(ctx context.Context, root int, data []byte) ([][]byte, error) {
 	return p.c.Gatherv(ctx, root, data)

@@ -66,6 +66,13 @@ type Config struct {
 	Dominance float64
 	// Budget bounds the predicted time of one transfer. 0 means 300 ms.
 	Budget time.Duration
+	// SegmentTime is how long the segment probe's flows across the
+	// likeliest cut take at the NIC rates (see Probe). 0 means 150 ms;
+	// negative skips the segment probe.
+	SegmentTime time.Duration
+	// Cuts are the cuts the segment probe tests first, each given as the
+	// ranks of one side (comm passes the ranks of each subnet).
+	Cuts [][]int
 }
 
 func (c Config) withDefaults() Config {
@@ -102,6 +109,9 @@ func (c Config) withDefaults() Config {
 	if c.Budget <= 0 {
 		c.Budget = 300 * time.Millisecond
 	}
+	if c.SegmentTime == 0 {
+		c.SegmentTime = 150 * time.Millisecond
+	}
 	return c
 }
 
@@ -124,6 +134,8 @@ type Result struct {
 	// one step were measured at the same time; a step of one direction
 	// measured it alone (see reprobe).
 	Reprobes [][]Pair `json:"reprobes,omitempty"`
+	// Cuts records the segment probe's tests, if it ran (see Probe).
+	Cuts []CutProbe `json:"cuts,omitempty"`
 }
 
 // PairRecord is one probe of the tournament as one of its two ranks
@@ -176,11 +188,37 @@ type row struct {
 // (all traffic pinned to it) and the model lists each in Rails; its
 // top-level matrices are each pair's rails summed up under the rail
 // policy (see RailPort).
+//
+// Pair probes cannot see a link that several pairs share, such as a
+// backbone between two clusters. So, last, the segment probe tests the
+// likely cuts (Config.Cuts, then what the pair rates and the launchers'
+// placement suggest: see candidateCuts) one after the other: every rank
+// on one side sends to every rank on the other side at once, in both
+// directions, for about Config.SegmentTime at the NIC rates. The flows
+// are paced to their shares of the fabric bound when p is a PacedPort. A
+// direction that takes much longer than the bound (see CutProbe) is
+// limited by a shared segment, whose capacity is the bytes that crossed
+// it over the time they took; the model lists the first one found in
+// Segments, and Result.Cuts records the tests.
 func Probe(ctx context.Context, p Port, cfg Config) (*Result, error) {
+	var res *Result
+	var err error
 	if rp, ok := p.(RailPort); ok && rp.Rails() > 1 {
-		return probeRails(ctx, rp, cfg)
+		res, err = probeRails(ctx, rp, cfg)
+	} else {
+		res, err = probeOnce(ctx, p, cfg)
 	}
-	return probeOnce(ctx, p, cfg)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	segs, cuts, err := probeSegments(ctx, p, res.Model, cfg)
+	if err != nil {
+		return nil, err
+	}
+	res.Model.Segments, res.Cuts = segs, cuts
+	res.Seconds += time.Since(start).Seconds()
+	return res, nil
 }
 
 // RailPort is a Port whose ranks reach each other over several rails (one

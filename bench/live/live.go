@@ -39,9 +39,10 @@ type LiveRecord struct {
 	P99S       float64 `json:"p99_s"`
 	LowerBound float64 `json:"lower_bound_s"`
 	Predicted  float64 `json:"predicted_s"`
-	// NICBound is the multi-port bound (collective.NICBound): ranks limited
-	// by their interfaces, not one message at a time.
-	NICBound float64 `json:"nic_bound_s,omitempty"`
+	// FabricBound is the bound on the fabric the model implies
+	// (collective.Fabric.Bound): ranks limited by their interfaces, not
+	// one message at a time, and flows by the segments they cross.
+	FabricBound float64 `json:"fabric_bound_s,omitempty"`
 	// Chosen is what Auto resolved to.
 	Chosen string `json:"chosen,omitempty"`
 	// Groups are a redistribution's senders and receivers.
@@ -325,7 +326,7 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 	var recs []LiveRecord
 	if me == 0 {
 		fmt.Fprintf(stdout, "# hetcomm %s, pattern %s, %d ranks, transport %s, %d iterations (+%d warm-up)\n", lf.collective, lf.pattern, n, *tname, lf.iters, lf.warmup)
-		fmt.Fprintf(stdout, "# %-10s %-12s %14s %14s %14s %14s %14s %14s %14s %14s %8s\n", "Size", "Algorithm", "Avg(us)", "Min(us)", "Max(us)", "P50(us)", "P99(us)", "LowerBnd(us)", "NICBound(us)", "Predicted(us)", "Meas/LB")
+		fmt.Fprintf(stdout, "# %-10s %-12s %14s %14s %14s %14s %14s %14s %14s %14s %8s\n", "Size", "Algorithm", "Avg(us)", "Min(us)", "Max(us)", "P50(us)", "P99(us)", "LowerBnd(us)", "FabricBnd(us)", "Predicted(us)", "Meas/Bnd")
 	}
 	for _, size := range sizes {
 		var sz [][]int64
@@ -365,7 +366,7 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			r := LiveRecord{System: "hetcomm", Collective: lf.collective, Algorithm: string(algo), Pattern: lf.pattern, Transport: *tname,
-				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, LowerBound: lb, Predicted: pred, NICBound: nicb}
+				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, LowerBound: lb, Predicted: pred, FabricBound: nicb}
 			recs = append(recs, reportLive(stdout, c, lf, r, times))
 		}
 	}
@@ -458,11 +459,13 @@ func reportLive(w io.Writer, c *comm.Comm, lf liveFlags, r LiveRecord, times []f
 		r.Groups = [][]int{s, rc}
 	}
 	ratioS := "-"
-	if r.LowerBound > 0 {
-		ratioS = fmt.Sprintf("%.3f", st.Median/r.LowerBound)
+	if b := r.FabricBound; b > 0 {
+		ratioS = fmt.Sprintf("%.3f", st.Median/b)
+	} else if b := r.LowerBound; b > 0 {
+		ratioS = fmt.Sprintf("%.3f", st.Median/b)
 	}
 	fmt.Fprintf(w, "  %-10d %-12s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %8s\n", r.Bytes, name,
-		st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, r.LowerBound*1e6, r.NICBound*1e6, r.Predicted*1e6, ratioS)
+		st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, r.LowerBound*1e6, r.FabricBound*1e6, r.Predicted*1e6, ratioS)
 	return r
 }
 
@@ -484,7 +487,9 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 		var lb, pred, nicb float64
 		if m := c.Model(); m != nil {
 			x := &collective.Exchange{Bytes: sz}
-			nicb = collective.NICBound(m, x)
+			if fb, err := collective.FabricFromModel(m).Bound(x); err == nil {
+				nicb = fb.Seconds
+			}
 			// The one-port bound of the total-exchange paper.
 			if p, err := collective.PlanExchange(m, x, collective.OpenShop, collective.Options{Seed: 1}); err == nil {
 				lb = p.LowerBound

@@ -31,6 +31,9 @@ type ModelFile struct {
 	// again (netprobe.Result.Reprobes): the directions of a step at the
 	// same time.
 	Reprobes [][]netprobe.Pair `json:"reprobes,omitempty"`
+	// Cuts records the segment probe's tests (netprobe.CutProbe); what
+	// it found is in the model's segments.
+	Cuts []netprobe.CutProbe `json:"cuts,omitempty"`
 }
 
 // ProbeCommand implements `hetbench probe`.
@@ -115,7 +118,7 @@ func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "# probe of %d ranks: %.3f s (start-up included: %.3f s)\n", c.Size(), res.Seconds, time.Since(start).Seconds())
 	PrintModel(stdout, res)
 	if *out != "" {
-		mf := ModelFile{Ranks: c.Size(), Model: res.Model, Offsets: res.Offsets, Seconds: res.Seconds, Reprobes: res.Reprobes}
+		mf := ModelFile{Ranks: c.Size(), Model: res.Model, Offsets: res.Offsets, Seconds: res.Seconds, Reprobes: res.Reprobes, Cuts: res.Cuts}
 		for _, h := range hosts {
 			mf.Hosts = append(mf.Hosts, string(h))
 		}
@@ -173,10 +176,35 @@ func PrintModel(w io.Writer, res *netprobe.Result) {
 		}
 		fmt.Fprintln(w)
 	}
+	printCut(w, res)
 	fmt.Fprintf(w, "\n# overheads per rank: send = Sc + Sm*m, receive = Rc + Rm*m; clock offset to rank 0\n")
 	fmt.Fprintf(w, "%6s %12s %12s %12s %12s %12s\n", "rank", "Sc(us)", "Sm(ns/B)", "Rc(us)", "Rm(ns/B)", "offset(us)")
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(w, "%6d %12.2f %12.4f %12.2f %12.4f %12.1f\n", i, m.SendOverhead[i].Const*1e6, m.SendOverhead[i].PerByte*1e9,
 			m.RecvOverhead[i].Const*1e6, m.RecvOverhead[i].PerByte*1e9, res.Offsets[i]*1e6)
+	}
+}
+
+// printCut prints the segment probe's tests and the segments found.
+func printCut(w io.Writer, res *netprobe.Result) {
+	for _, c := range res.Cuts {
+		paced := "unpaced"
+		if c.Paced {
+			paced = "paced"
+		}
+		fmt.Fprintf(w, "\n# segment probe: ranks %v <-> %v, %d bytes per flow (%s), NIC bound %.1f ms; a->b %.1f ms, b->a %.1f ms (a segment above %.2fx)",
+			c.A, c.B, c.Bytes, paced, c.Bound*1e3, c.AB*1e3, c.BA*1e3, c.Threshold)
+		if c.AB2 > 0 {
+			fmt.Fprintf(w, "; measured again paced to 1.2x: a->b %.1f ms, b->a %.1f ms", c.AB2*1e3, c.BA2*1e3)
+		}
+	}
+	if len(res.Cuts) > 0 {
+		fmt.Fprintln(w)
+		if len(res.Model.Segments) == 0 {
+			fmt.Fprintln(w, "# no shared segment: the NICs explain every cut tested")
+		}
+	}
+	for _, s := range res.Model.Segments {
+		fmt.Fprintf(w, "# segment %s: %v -> %v %.2f MB/s, back %.2f MB/s\n", s.Name, s.A, s.B, s.AB*1e-6, s.BA*1e-6)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetcomm/hetcomm/collective"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/hetcomm/hetcomm/internal/netlab"
@@ -64,7 +66,9 @@ func upLab(t *testing.T, file string) *netlab.Lab {
 // TestProbeNetlab probes every shipped topology over its kernel-shaped
 // links: each ordered pair's probed rate must be within 10% of the rate
 // the shaping allows (min of the sender's out-rate, the receiver's in-rate
-// and, across clusters, the backbone; TCP carries about 95.5% of it).
+// and, across clusters, the backbone; TCP carries about 95.5% of it), and
+// the probe must find the topology's backbone, if it has one, between its
+// clusters and with its capacity within 10%, and no segment otherwise.
 func TestProbeNetlab(t *testing.T) {
 	needLab(t)
 	hetbench := filepath.Join(binaries(t), "hetbench")
@@ -82,8 +86,9 @@ func TestProbeNetlab(t *testing.T) {
 					"-n", fmt.Sprint(len(hosts)), "--hosts", strings.Join(hosts, ","), "--rsh", lab.AgentPath(), "-out", model)
 				require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 				var mf struct {
-					Bandwidth [][]float64 `json:"bandwidth"`
-					Seconds   float64     `json:"probe_seconds"`
+					Bandwidth [][]float64          `json:"bandwidth"`
+					Segments  []collective.Segment `json:"segments"`
+					Seconds   float64              `json:"probe_seconds"`
 				}
 				b, err := os.ReadFile(model)
 				require.NoError(t, err)
@@ -103,6 +108,7 @@ func TestProbeNetlab(t *testing.T) {
 						}
 					}
 				}
+				worst += segmentsOff(lab, mf.Segments)
 				if worst == "" {
 					break
 				}
@@ -111,4 +117,36 @@ func TestProbeNetlab(t *testing.T) {
 			require.Empty(t, worst, "probed rates outside 10%% of the shaping")
 		})
 	}
+}
+
+// segmentsOff compares the probed segments with the topology's backbone
+// (at most one here): "" when they agree.
+func segmentsOff(lab *netlab.Lab, segs []collective.Segment) string {
+	t := lab.Topology
+	if len(t.Backbones) == 0 {
+		if len(segs) > 0 {
+			return fmt.Sprintf(" a segment where there is none: %+v;", segs)
+		}
+		return ""
+	}
+	if len(segs) != 1 {
+		return fmt.Sprintf(" %d segments for one backbone: %+v;", len(segs), segs)
+	}
+	seg := segs[0]
+	cluster := map[string][]int{}
+	for r, h := range t.Hosts {
+		cluster[h.Cluster] = append(cluster[h.Cluster], r)
+	}
+	a, b := cluster[t.Hosts[seg.A[0]].Cluster], cluster[t.Hosts[seg.B[0]].Cluster]
+	if fmt.Sprint(a) != fmt.Sprint(seg.A) || fmt.Sprint(b) != fmt.Sprint(seg.B) {
+		return fmt.Sprintf(" segment between %v and %v, the clusters are %v;", seg.A, seg.B, cluster)
+	}
+	want := t.Backbones[0].Rate * 1e6 / 8 * 0.955
+	off := ""
+	for dir, got := range map[string]float64{"a->b": seg.AB, "b->a": seg.BA} {
+		if got < 0.9*want || got > 1.1*want {
+			off += fmt.Sprintf(" segment %s %.3g B/s, backbone %.3g B/s;", dir, got, want)
+		}
+	}
+	return off
 }

@@ -1,0 +1,443 @@
+package netprobe
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// PacedPort is a Port that can pace what this rank sends to one peer.
+// The segment probe paces its flows when it can: paced flows that share
+// no bottleneck all end at the fabric bound, so a shared one shows
+// clearly; unpaced TCP flows share NICs unevenly and end later anyway.
+type PacedPort interface {
+	Port
+	// Pace limits what this rank sends to peer to rate bytes of payload
+	// per second; 0 removes the limit.
+	Pace(peer int, rate float64) error
+}
+
+// ErrProtocol reports a probe message that no rank sends.
+var ErrProtocol = errors.New("netprobe: protocol error")
+
+// tagCut tags the segment probe's flows.
+const tagCut = 7
+
+// CutProbe records one test of the segment probe: concurrent flows
+// across a candidate cut, every rank of A sending to every rank of B and
+// back at once, timed against the fabric bound the NIC rates alone give.
+type CutProbe struct {
+	A []int `json:"a"`
+	B []int `json:"b"`
+	// Bytes is what each flow carried.
+	Bytes int64 `json:"bytes"`
+	// Paced says whether every flow was paced to its share of the bound.
+	Paced bool `json:"paced"`
+	// Bound is the fabric bound of the flows without a segment (seconds).
+	Bound float64 `json:"bound"`
+	// AB and BA are the measured times of each direction: the last
+	// arrival at any rank of B (of A), from the common start.
+	AB float64 `json:"ab"`
+	BA float64 `json:"ba"`
+	// AB2 and BA2 are the times of the second round, which measures a
+	// segment found again with the flows paced to 1.2 times their shares
+	// of its capacity (0 when no segment was found).
+	AB2 float64 `json:"ab2,omitempty"`
+	BA2 float64 `json:"ba2,omitempty"`
+	// Threshold is the ratio to Bound above which a direction counts as
+	// limited by a segment.
+	Threshold float64 `json:"threshold"`
+}
+
+// segmentThreshold is the ratio of the measured time to the NIC bound
+// above which the cut is limited by something the NICs do not explain:
+// paced flows end within a few percent of the bound on a plain switch;
+// unpaced TCP flows, sharing NICs unevenly, within about 1.3 times it.
+func segmentThreshold(paced bool) float64 {
+	if paced {
+		return 1.25
+	}
+	return 1.6
+}
+
+// probeSegments looks for a shared segment across the candidate cuts
+// (see candidateCuts) with concurrent flows across each in turn, and
+// returns the first one found, measured, with the probes it ran. It is
+// collective; every rank returns the same result.
+func probeSegments(ctx context.Context, p Port, m *collective.Model, cfg Config) ([]collective.Segment, []CutProbe, error) {
+	cfg = cfg.withDefaults()
+	if cfg.SegmentTime < 0 || p.Size() < 4 {
+		return nil, nil, nil
+	}
+	plain := *m
+	plain.Segments = nil
+	f := collective.FabricFromModel(&plain)
+	var probes []CutProbe
+	for _, a := range candidateCuts(m, cfg.Cuts) {
+		segs, cut, err := probeCut(ctx, p, f, a, cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("netprobe: segment probe of %v: %w", a, err)
+		}
+		probes = append(probes, *cut)
+		if len(segs) > 0 {
+			return segs, probes, nil
+		}
+	}
+	return nil, probes, nil
+}
+
+// candidateCuts lists the cuts the segment probe tests, each as one side
+// (the ranks in increasing order), in this order and without repeats:
+// the hints (comm passes the ranks of each subnet), the cut the pair
+// rates suggest (Clusters: the slowest links between two groups), and
+// the halving that launchers make of two equal clusters (ranks below
+// n/2). Both sides need two ranks at least: with one, a segment cannot be
+// told from that rank's NIC, whose pairwise rates already include it.
+// At most three are tested.
+func candidateCuts(m *collective.Model, hints [][]int) [][]int {
+	n := m.Size()
+	var out [][]int
+	seen := map[string]bool{}
+	add := func(side []int) {
+		in := make([]bool, n)
+		k := 0
+		for _, r := range side {
+			if r >= 0 && r < n && !in[r] {
+				in[r] = true
+				k++
+			}
+		}
+		if k < 2 || n-k < 2 || len(out) == 3 {
+			return
+		}
+		key, comp := make([]byte, n), make([]byte, n)
+		var a []int
+		for r := range in {
+			key[r], comp[r] = '0', '1'
+			if in[r] {
+				key[r], comp[r] = '1', '0'
+				a = append(a, r)
+			}
+		}
+		if seen[string(key)] || seen[string(comp)] {
+			return
+		}
+		seen[string(key)] = true
+		out = append(out, a)
+	}
+	for _, h := range hints {
+		add(h)
+	}
+	if g := collective.Clusters(m); len(g) == 2 {
+		add(g[0])
+	}
+	half := make([]int, n/2)
+	for r := range half {
+		half[r] = r
+	}
+	add(half)
+	return out
+}
+
+// probeCut runs concurrent flows across the cut between side and the
+// other ranks and judges them (see judgeCut). When a segment limits a
+// direction, a second round measures its capacity again with the flows
+// paced to 1.2 times their shares of what the first found: flows offered
+// at twice a segment's rate fill its queue and lose packets, so the first
+// round sees TCP's recovery as much as the segment, which underrates it.
+func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg Config) ([]collective.Segment, *CutProbe, error) {
+	cut := &CutProbe{A: side}
+	for r := 0; r < f.Size(); r++ {
+		if !contains(side, r) {
+			cut.B = append(cut.B, r)
+		}
+	}
+	x, bound, err := cutExchange(f, cut, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := cutRound(ctx, p, cut, cut.Bytes, func(from, to int) float64 {
+		return float64(x.Bytes[from][to]) / bound.Bandwidth
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	segs, cut, err := shareCut(ctx, p, func() ([]byte, error) { return judgeCut(cut, rows, f) })
+	if err != nil || len(segs) == 0 {
+		return segs, cut, err
+	}
+	seg := segs[0]
+	flows := float64(len(cut.A) * len(cut.B))
+	bytes := int64(min(seg.AB, seg.BA) * cfg.SegmentTime.Seconds() / flows)
+	bytes = max(bytes, 16<<10)
+	rows, err = cutRound(ctx, p, cut, bytes, func(from, to int) float64 {
+		if contains(cut.A, from) {
+			return 1.2 * seg.AB / flows
+		}
+		return 1.2 * seg.BA / flows
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return shareCut(ctx, p, func() ([]byte, error) { return remeasureCut(cut, seg, rows, bytes, f) })
+}
+
+// cutRound sends size bytes from this rank to every rank across the cut
+// (paced to rate(from, to) when p can pace), receives as much from each,
+// and gathers every rank's time at rank 0 (nil elsewhere).
+func cutRound(ctx context.Context, p Port, cut *CutProbe, size int64, rate func(from, to int) float64) ([][]byte, error) {
+	me := p.Rank()
+	other := cut.B
+	if contains(cut.B, me) {
+		other = cut.A
+	}
+	pp, paced := p.(PacedPort)
+	if paced {
+		for _, peer := range other {
+			if err := pp.Pace(peer, rate(me, peer)); err != nil {
+				paced = false
+			}
+		}
+		defer func() {
+			for _, peer := range other {
+				_ = pp.Pace(peer, 0)
+			}
+		}()
+	}
+	elapsed, err := runCut(ctx, p, other, size)
+	if err != nil {
+		return nil, err
+	}
+	var mine [9]byte
+	binary.LittleEndian.PutUint64(mine[:8], math.Float64bits(elapsed))
+	if paced {
+		mine[8] = 1
+	}
+	return p.Gather(ctx, 0, mine[:])
+}
+
+// shareCut runs judge at rank 0 and broadcasts its verdict.
+func shareCut(ctx context.Context, p Port, judge func() ([]byte, error)) ([]collective.Segment, *CutProbe, error) {
+	var out []byte
+	var err error
+	if p.Rank() == 0 {
+		if out, err = judge(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if out, err = p.Bcast(ctx, 0, out); err != nil {
+		return nil, nil, err
+	}
+	var res struct {
+		Segments []collective.Segment `json:"segments"`
+		Cut      *CutProbe            `json:"cut"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || res.Cut == nil {
+		return nil, nil, fmt.Errorf("%w: segment probe result %q", ErrProtocol, out)
+	}
+	return res.Segments, res.Cut, nil
+}
+
+// cutExchange sizes the flows across the cut so that they take about
+// cfg.SegmentTime at the NIC rates, and returns them with their bound.
+func cutExchange(f *collective.Fabric, cut *CutProbe, cfg Config) (*collective.Exchange, collective.FabricBound, error) {
+	n := f.Size()
+	exchange := func(m int64) *collective.Exchange {
+		x := &collective.Exchange{Bytes: make([][]int64, n)}
+		for i := range x.Bytes {
+			x.Bytes[i] = make([]int64, n)
+		}
+		for _, a := range cut.A {
+			for _, b := range cut.B {
+				x.Bytes[a][b], x.Bytes[b][a] = m, m
+			}
+		}
+		return x
+	}
+	const unit = 1 << 20
+	b, err := f.Bound(exchange(unit))
+	if err != nil {
+		return nil, b, err
+	}
+	m := int64(float64(unit) * cfg.SegmentTime.Seconds() / b.Bandwidth)
+	cut.Bytes = min(max(m, 64<<10), 8*cfg.MaxBytes)
+	x := exchange(cut.Bytes)
+	b, err = f.Bound(x)
+	cut.Bound = b.Seconds
+	return x, b, err
+}
+
+// runCut sends size bytes to every rank of other and receives as much
+// from each, all at once, and returns how long this rank took to receive
+// everything, from the barrier that starts every rank together.
+func runCut(ctx context.Context, p Port, other []int, size int64) (float64, error) {
+	buf := make([]byte, size)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := p.Barrier(ctx); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*len(other))
+	var last time.Time
+	var mu sync.Mutex
+	for _, peer := range other {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := p.Send(ctx, peer, tagCut, buf); err != nil {
+				errs <- fmt.Errorf("sending to %d: %w", peer, err)
+				cancel()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			got, err := p.Recv(ctx, peer, tagCut)
+			if err == nil && int64(len(got)) != size {
+				err = fmt.Errorf("%w: %d bytes, want %d", ErrProtocol, len(got), size)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("receiving from %d: %w", peer, err)
+				cancel()
+				return
+			}
+			mu.Lock()
+			last = time.Now()
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return last.Sub(start).Seconds(), nil
+}
+
+// cutTimes parses the gathered rows: every rank's time and whether every
+// rank paced its flows.
+func cutTimes(rows [][]byte, n int) ([]float64, bool, error) {
+	if len(rows) != n {
+		return nil, false, fmt.Errorf("%w: segment probe has %d rows for %d ranks", ErrProtocol, len(rows), n)
+	}
+	elapsed := make([]float64, n)
+	paced := true
+	for r, row := range rows {
+		if len(row) != 9 {
+			return nil, false, fmt.Errorf("%w: segment probe row of rank %d has %d bytes", ErrProtocol, r, len(row))
+		}
+		elapsed[r] = math.Float64frombits(binary.LittleEndian.Uint64(row[:8]))
+		paced = paced && row[8] == 1
+	}
+	return elapsed, paced, nil
+}
+
+// lastArrival returns the latest time among the ranks of side.
+func lastArrival(elapsed []float64, side []int) float64 {
+	t := 0.0
+	for _, r := range side {
+		t = max(t, elapsed[r])
+	}
+	return t
+}
+
+// feed is what the NICs of from can send to those of to in total.
+func feed(f *collective.Fabric, from, to []int) float64 {
+	out, in := 0.0, 0.0
+	for _, a := range from {
+		out += f.Out(a)
+	}
+	for _, b := range to {
+		in += f.In(b)
+	}
+	return min(out, in)
+}
+
+// firstStart is the shortest start-up time of a flow from one side to the
+// other.
+func firstStart(f *collective.Fabric, from, to []int) float64 {
+	start := math.Inf(1)
+	for _, a := range from {
+		for _, b := range to {
+			start = min(start, f.StartUp(a, b))
+		}
+	}
+	return start
+}
+
+// judgeCut decides, at rank 0, from every rank's time, which directions
+// of the cut a segment limits, and encodes the result for the others. A
+// direction not limited by a segment gets the capacity its NICs could
+// feed it: then it never binds.
+func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric) ([]byte, error) {
+	elapsed, paced, err := cutTimes(rows, f.Size())
+	if err != nil {
+		return nil, err
+	}
+	cut.Paced = paced
+	cut.AB, cut.BA = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
+	cut.Threshold = segmentThreshold(cut.Paced)
+	across := float64(cut.Bytes) * float64(len(cut.A)*len(cut.B))
+	found := false
+	capOf := func(t float64, from, to []int) float64 {
+		if start := firstStart(f, from, to); t > cut.Threshold*cut.Bound && t > start {
+			found = true
+			return across / (t - start)
+		}
+		return feed(f, from, to)
+	}
+	seg := collective.Segment{Name: "cut", A: cut.A, B: cut.B}
+	seg.AB = capOf(cut.AB, cut.A, cut.B)
+	seg.BA = capOf(cut.BA, cut.B, cut.A)
+	var segs []collective.Segment
+	if found {
+		segs = []collective.Segment{seg}
+	}
+	return encodeCut(segs, cut)
+}
+
+// remeasureCut takes, at rank 0, the capacity of each direction the first
+// round found limited from the second round (size bytes per flow).
+func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, size int64, f *collective.Fabric) ([]byte, error) {
+	elapsed, _, err := cutTimes(rows, f.Size())
+	if err != nil {
+		return nil, err
+	}
+	cut.AB2, cut.BA2 = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
+	across := float64(size) * float64(len(cut.A)*len(cut.B))
+	if fd := feed(f, cut.A, cut.B); seg.AB < fd {
+		if t := cut.AB2 - firstStart(f, cut.A, cut.B); t > 0 {
+			seg.AB = min(across/t, fd)
+		}
+	}
+	if fd := feed(f, cut.B, cut.A); seg.BA < fd {
+		if t := cut.BA2 - firstStart(f, cut.B, cut.A); t > 0 {
+			seg.BA = min(across/t, fd)
+		}
+	}
+	return encodeCut([]collective.Segment{seg}, cut)
+}
+
+func encodeCut(segs []collective.Segment, cut *CutProbe) ([]byte, error) {
+	return json.Marshal(struct {
+		Segments []collective.Segment `json:"segments"`
+		Cut      *CutProbe            `json:"cut"`
+	}{segs, cut})
+}
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

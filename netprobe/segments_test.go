@@ -1,0 +1,97 @@
+package netprobe
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/stretchr/testify/require"
+)
+
+// twoSwitches: four ranks with 12.5 MB/s NICs (100 Mbit/s), split 0,1 |
+// 2,3 by the cut under test, 1 ms start-up everywhere.
+func twoSwitches() *collective.Fabric {
+	m := collective.NewUniformModel(4, 1e-3, 12.5e6)
+	return collective.FabricFromModel(m)
+}
+
+func cutRows(elapsed []float64, paced bool) [][]byte {
+	rows := make([][]byte, len(elapsed))
+	for r, e := range elapsed {
+		rows[r] = make([]byte, 9)
+		binary.LittleEndian.PutUint64(rows[r], math.Float64bits(e))
+		if paced {
+			rows[r][8] = 1
+		}
+	}
+	return rows
+}
+
+func decodeCut(t *testing.T, b []byte) ([]collective.Segment, *CutProbe) {
+	t.Helper()
+	var res struct {
+		Segments []collective.Segment `json:"segments"`
+		Cut      *CutProbe            `json:"cut"`
+	}
+	require.NoError(t, json.Unmarshal(b, &res))
+	return res.Segments, res.Cut
+}
+
+// TestCutExchangeSizing: the flows across the cut take SegmentTime at the
+// NIC rates: each rank sends 2 flows over a 12.5 MB/s NIC.
+func TestCutExchangeSizing(t *testing.T) {
+	f := twoSwitches()
+	cut := &CutProbe{A: []int{0, 1}, B: []int{2, 3}}
+	x, b, err := cutExchange(f, cut, Config{SegmentTime: 150 * time.Millisecond}.withDefaults())
+	require.NoError(t, err)
+	require.InDelta(t, 0.150, b.Bandwidth, 0.001)
+	require.InDelta(t, 0.150*12.5e6/2, float64(cut.Bytes), 1)
+	require.Equal(t, cut.Bytes, x.Bytes[0][2])
+	require.Equal(t, cut.Bytes, x.Bytes[3][1])
+	require.Zero(t, x.Bytes[0][1], "no flow within a side")
+	require.Equal(t, b.Seconds, cut.Bound)
+}
+
+// TestJudgeCut: a direction that takes well over the NIC bound has a
+// segment of the capacity the flows got; one near the bound is only
+// limited by its NICs.
+func TestJudgeCut(t *testing.T) {
+	f := twoSwitches()
+	cut := &CutProbe{A: []int{0, 1}, B: []int{2, 3}}
+	_, _, err := cutExchange(f, cut, Config{SegmentTime: 150 * time.Millisecond}.withDefaults())
+	require.NoError(t, err)
+	across := 4 * float64(cut.Bytes)
+
+	// a->b (received by 2 and 3) took 0.3 s: a segment of about half the
+	// NICs' rate; b->a ended at the bound.
+	out, err := judgeCut(cut, cutRows([]float64{0.16, 0.155, 0.3, 0.28}, true), f)
+	require.NoError(t, err)
+	segs, got := decodeCut(t, out)
+	require.True(t, got.Paced)
+	require.Equal(t, 0.3, got.AB)
+	require.Equal(t, 0.16, got.BA)
+	require.Equal(t, 1.25, got.Threshold)
+	require.Len(t, segs, 1)
+	require.Equal(t, []int{0, 1}, segs[0].A)
+	require.Equal(t, []int{2, 3}, segs[0].B)
+	require.InDelta(t, across/(0.3-1e-3), segs[0].AB, 1)
+	require.Equal(t, 25e6, segs[0].BA, "the unlimited direction gets what its NICs can feed")
+
+	// Unpaced flows get more slack: 1.5x the bound is still the NICs.
+	cut2 := *cut
+	cut2.AB, cut2.BA = 0, 0
+	out, err = judgeCut(&cut2, cutRows([]float64{0.2, 0.2, 0.225, 0.2}, false), f)
+	require.NoError(t, err)
+	segs, got = decodeCut(t, out)
+	require.False(t, got.Paced)
+	require.Empty(t, segs)
+
+	// A row no rank sends.
+	_, err = judgeCut(cut, [][]byte{{1, 2}, {}, {}, {}}, f)
+	require.ErrorIs(t, err, ErrProtocol)
+	_, err = judgeCut(cut, [][]byte{{1, 2}}, f)
+	require.ErrorIs(t, err, ErrProtocol)
+}
