@@ -224,9 +224,21 @@ type memLink struct {
 	c      closer
 
 	stopped bool // stopRecv was called and not yet consumed; guarded by end.in.mu
+	// pace paces the messages sent (SetPacing), a message at a time;
+	// messages smaller than pacedChunk, the control messages, pass.
+	pace userPacer
 }
 
 var _ Link = (*memLink)(nil)
+
+// SetPacing implements Pacer in user space.
+func (l *memLink) SetPacing(rate float64) error {
+	l.pace.setRate(rate)
+	return nil
+}
+
+// PacingRate returns the rate SetPacing set (0: unlimited).
+func (l *memLink) PacingRate() float64 { return l.pace.limit() }
 
 func newMemLink(end memEnd, cfg *Config, peer int, remote, local net.Addr) *memLink {
 	return &memLink{end: end, cfg: cfg, peer: peer, local: local, remote: remote, c: newCloser()}
@@ -247,6 +259,14 @@ func (l *memLink) Send(ctx context.Context, h Header, payload []byte) error {
 	}
 	if int64(len(payload)) > l.cfg.MaxMessage {
 		return l.opErr("send", &FrameError{Field: "length", Value: uint64(len(payload)), Limit: uint64(l.cfg.MaxMessage), Err: ErrTooLarge})
+	}
+	if len(payload) >= pacedChunk {
+		if err := l.pace.wait(len(payload), l.c.Quit, ctx.Done(), nil); err != nil {
+			if errors.Is(err, context.Canceled) {
+				err = ctx.Err()
+			}
+			return l.opErr("send", err)
+		}
 	}
 	p := l.end.out
 	size := len(payload) + HeaderSize

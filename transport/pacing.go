@@ -21,9 +21,11 @@ type Pacer interface {
 
 // SetPacing paces l (see Pacer): TCP and TLS links on Linux pace in the
 // kernel (SO_MAX_PACING_RATE, kernel-internal TCP pacing, no qdisc
-// needed), a RailSet splits the rate over its rails in proportion to
-// their rates, and a shaped link paces the link under it. Other links
-// fail with an error that matches ErrNoPacing.
+// needed); reliable UDP, QUIC, mem links and TCP elsewhere pace in user
+// space (a chunk of 16 KiB at a time on streams; mem, a message at a
+// time); a RailSet splits the rate over its rails in proportion to their
+// rates, and a shaped link paces the link under it. Links that cannot
+// pace fail with an error that matches ErrNoPacing.
 func SetPacing(l Link, rate float64) error {
 	if !(rate >= 0) || math.IsInf(rate, 0) {
 		return fmt.Errorf("%w: pacing rate %v", ErrBadConfig, rate)
@@ -38,8 +40,6 @@ func SetPacing(l Link, rate float64) error {
 // CanPace reports whether SetPacing works on l.
 func CanPace(l Link) bool {
 	switch p := l.(type) {
-	case *streamLink:
-		return p.tcp() != nil && kernelPacing
 	case *RailSet:
 		for _, r := range p.rails {
 			if !CanPace(r.link) {
@@ -50,7 +50,8 @@ func CanPace(l Link) bool {
 	case *shapedLink:
 		return CanPace(p.Link)
 	}
-	return false
+	_, ok := l.(Pacer)
+	return ok
 }
 
 // segmentOverhead is what each TCP segment adds to its payload on the
@@ -73,18 +74,29 @@ func (l *streamLink) tcp() *net.TCPConn {
 	return nil
 }
 
-// SetPacing implements Pacer for TCP and TLS links.
+// SetPacing implements Pacer for stream links: TCP and TLS on Linux in
+// the kernel, the others (reliable UDP, TCP elsewhere) in user space.
 func (l *streamLink) SetPacing(rate float64) error {
-	tc := l.tcp()
-	if tc == nil || !kernelPacing {
-		return fmt.Errorf("%w (%v links)", ErrNoPacing, l.kind)
+	if l.upace != nil {
+		l.upace.setRate(rate)
+		return nil
 	}
+	tc := l.tcp()
 	wire := uint64(0) // no limit
 	if rate > 0 {
 		mss := maxSegment(tc)
 		wire = uint64(math.Ceil(rate * float64(mss+segmentOverhead) / float64(mss)))
 	}
 	return setMaxPacingRate(tc, wire)
+}
+
+// PacingRate returns the rate SetPacing set in user space (0:
+// unlimited, or paced by the kernel).
+func (l *streamLink) PacingRate() float64 {
+	if l.upace == nil {
+		return 0
+	}
+	return l.upace.limit()
 }
 
 // SetPacing implements Pacer: each rail gets the share of rate its

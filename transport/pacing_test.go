@@ -37,53 +37,68 @@ func pacedRate(t *testing.T, a, b Link, size, msgs int) float64 {
 	return float64(msgs*size-initialWindow) / time.Since(start).Seconds()
 }
 
-// TestPacing: a paced TCP or TLS link never delivers faster than its
-// rate (the kernel paces it; a busy machine can only make it slower),
-// and once cleared the kernel limit is gone. The 5% accuracy is
-// BenchmarkPacing's to report.
+// TestPacing: a paced link never delivers faster than its rate (a busy
+// machine can only make it slower), on every transport: TCP and TLS in
+// the kernel, reliable UDP, QUIC and mem in user space; once cleared the
+// limit is gone. The 5% accuracy is BenchmarkPacing's to report.
 func TestPacing(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("kernel TCP pacing is Linux's")
-	}
-	for _, k := range []Kind{KindTCP, KindTLS} {
-		t.Run(k.String(), func(t *testing.T) {
-			a, b := pair(t, socketFactory(k), testConfig(0), testConfig(1))
+	for _, f := range []netFactory{transports()[0], socketFactory(KindTCP), socketFactory(KindTLS), socketFactory(KindUDP), socketFactory(KindQUIC)} {
+		t.Run(f.name, func(t *testing.T) {
+			a, b := pair(t, f, testConfig(0), testConfig(1))
 			require.True(t, CanPace(a))
 			const rate = 20e6
 			require.NoError(t, SetPacing(a, rate))
+			kernel := false
+			if sl, ok := a.(*streamLink); ok && sl.upace == nil {
+				if runtime.GOOS != "linux" {
+					t.Fatal("kernel pacing off Linux")
+				}
+				kernel = true
+				wire, err := maxPacingRate(sl.tcp())
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, wire, uint64(rate), "the kernel's rate covers the payload rate")
+				require.Less(t, wire, uint64(rate*1.06), "the kernel's rate adds no more than the headers")
+			}
 			got := pacedRate(t, a, b, 256<<10, 21)
 			t.Logf("paced at %.3g B/s: %.3g B/s", rate, got)
 			require.Less(t, got, rate*1.05, "faster than the pacing rate")
 			require.Greater(t, got, rate*0.3, "far slower than the pacing rate")
-			tc := a.(*streamLink).tcp()
-			wire, err := maxPacingRate(tc)
-			require.NoError(t, err)
-			require.GreaterOrEqual(t, wire, uint64(rate), "the kernel's rate covers the payload rate")
-			require.Less(t, wire, uint64(rate*1.06), "the kernel's rate adds no more than the headers")
 			require.NoError(t, SetPacing(a, 0))
-			wire, err = maxPacingRate(tc)
-			require.NoError(t, err)
-			require.Equal(t, uint64(math.MaxUint32), wire, "a cleared link has no kernel limit")
+			if kernel {
+				wire, err := maxPacingRate(a.(*streamLink).tcp())
+				require.NoError(t, err)
+				require.Equal(t, uint64(math.MaxUint32), wire, "a cleared link has no kernel limit")
+			} else {
+				pr, ok := a.(interface{ PacingRate() float64 })
+				require.True(t, ok, "a link paced in user space reports its rate")
+				require.Zero(t, pr.PacingRate(), "a cleared link has no limit")
+			}
 			// Still delivers after clearing (its speed is BenchmarkPacing's).
 			t.Logf("cleared: %.3g B/s", pacedRate(t, a, b, 256<<10, 9))
 		})
 	}
-	// Links that cannot pace say so.
-	for _, f := range []netFactory{transports()[0], socketFactory(KindUDP), socketFactory(KindQUIC)} {
-		a, _ := pair(t, f, testConfig(0), testConfig(1))
-		require.False(t, CanPace(a), f.name)
-		require.ErrorIs(t, SetPacing(a, 1e6), ErrNoPacing, f.name)
-	}
-	a, _ := pair(t, socketFactory(KindTCP), testConfig(0), testConfig(1))
+	// A link that cannot pace says so.
+	a, _ := pair(t, transports()[0], testConfig(0), testConfig(1))
+	opaque := struct{ Link }{a}
+	require.False(t, CanPace(opaque))
+	require.ErrorIs(t, SetPacing(opaque, 1e6), ErrNoPacing)
 	require.ErrorIs(t, SetPacing(a, -1), ErrBadConfig)
 }
 
-// BenchmarkPacing reports how close a paced TCP link comes to its rate:
-// achieved/set, which should be within 5% of 1.
+// BenchmarkPacing reports how close a paced link of every transport
+// comes to its rate: achieved/set, which should be within 5% of 1.
 func BenchmarkPacing(b *testing.B) {
-	for _, rate := range []float64{10e6, 50e6, 200e6} {
-		b.Run(fmt.Sprintf("rate=%gMB/s", rate/1e6), func(b *testing.B) {
-			l, r := pair(b, socketFactory(KindTCP), testConfig(0), testConfig(1))
+	for _, f := range []netFactory{transports()[0], socketFactory(KindTCP), socketFactory(KindTLS), socketFactory(KindUDP), socketFactory(KindQUIC)} {
+		for _, rate := range []float64{10e6, 50e6, 200e6} {
+			benchPacing(b, f, rate)
+		}
+	}
+}
+
+func benchPacing(b *testing.B, f netFactory, rate float64) {
+	{
+		b.Run(fmt.Sprintf("%s/rate=%gMB/s", f.name, rate/1e6), func(b *testing.B) {
+			l, r := pair(b, f, testConfig(0), testConfig(1))
 			if err := SetPacing(l, rate); err != nil {
 				b.Fatal(err)
 			}

@@ -25,6 +25,9 @@ type streamLink struct {
 	c    closer
 	// progress counts the bytes of large payloads read (Progress).
 	progress atomic.Uint64
+	// upace paces the writes in user space where the kernel cannot (nil
+	// where it can: TCP and TLS on Linux).
+	upace *userPacer
 	// broken is set when framing was lost (a cancelled partial write or
 	// read, an invalid frame); the link is then closed.
 	broken atomic.Pointer[error]
@@ -56,9 +59,16 @@ func newStreamLink(kind Kind, conn net.Conn, cfg *Config, peer int) *streamLink 
 		conn: conn,
 		cfg:  cfg,
 		peer: peer,
-		w:    newFrameWriter(rw, conn.SetWriteDeadline, vectored),
 		r:    newFrameReader(rw, conn.SetReadDeadline, cfg, peer),
 		c:    newCloser(),
+	}
+	if l.tcp() != nil && kernelPacing {
+		l.w = newFrameWriter(rw, conn.SetWriteDeadline, vectored)
+	} else {
+		// Paced in user space (SetPacing), a chunk at a time.
+		l.upace = &userPacer{}
+		pw := &pacedWriter{w: rw, p: l.upace, quit: l.c.Quit}
+		l.w = newFrameWriter(pw, pw.setDeadline(conn.SetWriteDeadline), false)
 	}
 	l.r.countInto(&l.progress)
 	return l

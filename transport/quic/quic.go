@@ -311,7 +311,16 @@ type link struct {
 	// progress counts the bytes of large payloads read on every stream
 	// (transport.ProgressCounter).
 	progress atomic.Uint64
+	// pace paces both streams together in user space (SetPacing).
+	pace transport.UserPacer
 }
+
+// SetPacing implements transport.Pacer in user space: large writes on
+// both streams share the rate; control messages pass.
+func (l *link) SetPacing(rate float64) error { return l.pace.SetPacing(rate) }
+
+// PacingRate returns the rate SetPacing set (0: unlimited).
+func (l *link) PacingRate() float64 { return l.pace.PacingRate() }
 
 // writer is the sending side of one channel.
 type writer struct {
@@ -348,7 +357,8 @@ func newLink(conn *quicgo.Conn, ctrl *quicgo.Stream, cfg *transport.Config, peer
 	// Control frames are scheduled before bulk data (RFC 9218 urgency):
 	// a heartbeat queued behind a 64 MiB payload leaves first.
 	ctrl.SetPriority(urgencyControl, false)
-	l.writers[transport.ChanControl].fw = transport.NewFrameWriter(ctrl, ctrl.SetWriteDeadline)
+	w, setDeadline := l.pace.Writer(ctrl, ctrl.SetWriteDeadline, l.c.Quit)
+	l.writers[transport.ChanControl].fw = transport.NewFrameWriter(w, setDeadline)
 	l.wg.Add(2)
 	go l.readLoop(l.reader(ctrl))
 	go l.acceptLoop()
@@ -464,7 +474,8 @@ func (l *link) Send(ctx context.Context, h transport.Header, payload []byte) err
 			return l.opErr("send", classify(ctx, err, l.c.IsClosed()))
 		}
 		st.SetPriority(urgencyBulk, true)
-		w.fw = transport.NewFrameWriter(st, st.SetWriteDeadline)
+		pw, setDeadline := l.pace.Writer(st, st.SetWriteDeadline, l.c.Quit)
+		w.fw = transport.NewFrameWriter(pw, setDeadline)
 	}
 	h.Version, h.Job, h.Src, h.Len = transport.Version, l.cfg.JobID, uint32(l.cfg.Rank), uint64(len(payload))
 	n, err := w.fw.WriteFrame(ctx, &h, payload)
