@@ -419,6 +419,22 @@ func TestPlanExchangeOnAuto(t *testing.T) {
 	require.NotEqual(t, Paced, np.Algorithm)
 	require.InDelta(t, 20, np.Predicted, 1e-9, "a one-port plan serialises rank 2's two large receives")
 
+	// On a plain switch, naive and paced are predicted to tie at the
+	// bound; auto paces (naive must win by unpacedMargin), unless the
+	// links cannot.
+	sw := switchFabric(100, 100, 100, 100)
+	ux := &Exchange{Bytes: [][]int64{{0, 50, 50, 50}, {50, 0, 50, 50}, {50, 50, 0, 50}, {50, 50, 50, 0}}}
+	um := NewUniformModel(4, 0, 100)
+	tie, err := PlanExchangeOn(um, sw, ux, Auto, Options{Seed: 1}, FlowOptions{SmallBytes: -1})
+	require.NoError(t, err)
+	require.Equal(t, Paced, tie.Algorithm)
+	nv, err := PlanExchangeOn(um, sw, ux, Naive, Options{Seed: 1}, FlowOptions{SmallBytes: -1})
+	require.NoError(t, err)
+	require.InDelta(t, nv.Predicted, tie.Predicted, 1e-9)
+	tie, err = PlanExchangeOn(um, sw, ux, Auto, Options{Seed: 1}, FlowOptions{SmallBytes: -1, NoPacing: true})
+	require.NoError(t, err)
+	require.Equal(t, Naive, tie.Algorithm)
+
 	// A one-port planner by name: its plan, replayed on the fabric.
 	os, err := PlanExchangeOn(m, f, x, OpenShop, Options{Seed: 1}, FlowOptions{})
 	require.NoError(t, err)

@@ -37,6 +37,21 @@
 // and the model lists each rail; its top-level costs are each pair's rails
 // summed up under the rail policy ([EffectiveRails]).
 //
+// # Shared segments
+//
+// Pair probes cannot see a link that several pairs share, such as a
+// backbone between two clusters: one pair alone never fills it. Last, the
+// probe tests up to three candidate cuts (Config.Cuts, which comm fills
+// with the ranks of each subnet; the cut [collective.Clusters] finds in
+// the pair rates; the two halves of the ranks) with concurrent flows: every
+// rank of one side sends to every rank of the other at once, both ways,
+// paced to its share of the NIC bound when the port is a [PacedPort]. A
+// direction that takes over 1.25 times the bound (1.6 unpaced) is limited
+// by a segment; a second round, paced to 1.2 times the capacity the first
+// found, measures it again (flows offered at twice a segment's rate lose
+// packets, which underrates it). The first segment found goes into the
+// model's Segments and every test into [Result].Cuts ([CutProbe]).
+//
 // # Node overheads and clocks
 //
 // Besides the links, every rank fits its own send and receive overheads,
