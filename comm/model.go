@@ -250,7 +250,23 @@ func (w *world) applyDrift(props map[int]map[int]float64) {
 
 // modelDigest summarises the model, so that ranks can check they plan with
 // the same one.
-func (w *world) modelDigest() uint64 { return w.model.Load().Digest() }
+// The digest is computed once per model (models are never changed once
+// installed), not on every Alltoallv: it reads all n x n pairs.
+func (w *world) modelDigest() uint64 {
+	m := w.model.Load()
+	if c := w.digest.Load(); c != nil && c.model == m {
+		return c.digest
+	}
+	d := m.Digest()
+	w.digest.Store(&modelDigest{model: m, digest: d})
+	return d
+}
+
+// modelDigest is a model with its digest.
+type modelDigest struct {
+	model  *collective.Model
+	digest uint64
+}
 
 // probePort lets netprobe talk through a communicator.
 type probePort struct{ c *Comm }

@@ -31,7 +31,8 @@ type world struct {
 	job        uint64
 	log        *slog.Logger
 	model      atomic.Pointer[collective.Model]
-	modelGen   atomic.Uint64 // bumped when the model changes (plans are redone)
+	modelGen   atomic.Uint64               // bumped when the model changes (plans are redone)
+	digest     atomic.Pointer[modelDigest] // the model's digest, once computed
 	offsets    atomic.Pointer[[]float64]
 	probed     atomic.Pointer[netprobe.Result]
 	dir        *bootstrap.Directory

@@ -74,23 +74,15 @@ func Schedule(n int) [][]Pair {
 // against even ranks), weigh more than all the others together, so that
 // they are balanced first.
 func likelyCuts(n int) (cuts [][]bool, weights []int) {
-	seen := map[string]bool{}
+	seen := cutSet{}
 	add := func(w int, side func(r int) bool) {
 		c := make([]bool, n)
-		key, comp := make([]byte, n), make([]byte, n)
 		for r := range c {
 			c[r] = side(r)
-			if c[r] {
-				key[r], comp[r] = '1', '0'
-			} else {
-				key[r], comp[r] = '0', '1'
-			}
 		}
-		if seen[string(key)] || seen[string(comp)] {
-			return
+		if seen.add(c) {
+			cuts, weights = append(cuts, c), append(weights, w)
 		}
-		seen[string(key)] = true
-		cuts, weights = append(cuts, c), append(weights, w)
 	}
 	heavy := 2 * n // more than the others' imbalances together (< 2n cuts, each at most n/2)
 	add(heavy, func(r int) bool { return r < n/2 })
@@ -102,6 +94,26 @@ func likelyCuts(n int) (cuts [][]bool, weights []int) {
 		add(1, func(r int) bool { return (r/b)%2 == 1 })
 	}
 	return cuts, weights
+}
+
+// cutSet records cuts, each given by which side every rank is on; a cut
+// and its complement are the same cut.
+type cutSet map[string]bool
+
+// add records the cut and reports whether it is new.
+func (s cutSet) add(side []bool) bool {
+	key, comp := make([]byte, len(side)), make([]byte, len(side))
+	for r, in := range side {
+		key[r], comp[r] = '0', '1'
+		if in {
+			key[r], comp[r] = '1', '0'
+		}
+	}
+	if s[string(key)] || s[string(comp)] {
+		return false
+	}
+	s[string(key)] = true
+	return true
 }
 
 // orient swaps A and B of a round's pairs to minimize, summed over the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -104,32 +105,23 @@ func probeSegments(ctx context.Context, p Port, m *collective.Model, cfg Config)
 func candidateCuts(m *collective.Model, hints [][]int) [][]int {
 	n := m.Size()
 	var out [][]int
-	seen := map[string]bool{}
+	seen := cutSet{}
 	add := func(side []int) {
 		in := make([]bool, n)
-		k := 0
+		var a []int
 		for _, r := range side {
-			if r >= 0 && r < n && !in[r] {
+			if r >= 0 && r < n {
 				in[r] = true
-				k++
 			}
 		}
-		if k < 2 || n-k < 2 || len(out) == 3 {
-			return
-		}
-		key, comp := make([]byte, n), make([]byte, n)
-		var a []int
 		for r := range in {
-			key[r], comp[r] = '0', '1'
 			if in[r] {
-				key[r], comp[r] = '1', '0'
 				a = append(a, r)
 			}
 		}
-		if seen[string(key)] || seen[string(comp)] {
+		if len(a) < 2 || n-len(a) < 2 || len(out) == 3 || !seen.add(in) {
 			return
 		}
-		seen[string(key)] = true
 		out = append(out, a)
 	}
 	for _, h := range hints {
@@ -155,7 +147,7 @@ func candidateCuts(m *collective.Model, hints [][]int) [][]int {
 func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg Config) ([]collective.Segment, *CutProbe, error) {
 	cut := &CutProbe{A: side}
 	for r := 0; r < f.Size(); r++ {
-		if !contains(side, r) {
+		if !slices.Contains(side, r) {
 			cut.B = append(cut.B, r)
 		}
 	}
@@ -178,7 +170,7 @@ func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg
 	bytes := int64(min(seg.AB, seg.BA) * cfg.SegmentTime.Seconds() / flows)
 	bytes = max(bytes, 16<<10)
 	rows, err = cutRound(ctx, p, cut, bytes, func(from, to int) float64 {
-		if contains(cut.A, from) {
+		if slices.Contains(cut.A, from) {
 			return 1.2 * seg.AB / flows
 		}
 		return 1.2 * seg.BA / flows
@@ -195,7 +187,7 @@ func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg
 func cutRound(ctx context.Context, p Port, cut *CutProbe, size int64, rate func(from, to int) float64) ([][]byte, error) {
 	me := p.Rank()
 	other := cut.B
-	if contains(cut.B, me) {
+	if slices.Contains(cut.B, me) {
 		other = cut.A
 	}
 	pp, paced := p.(PacedPort)
@@ -235,10 +227,7 @@ func shareCut(ctx context.Context, p Port, judge func() ([]byte, error)) ([]coll
 	if out, err = p.Bcast(ctx, 0, out); err != nil {
 		return nil, nil, err
 	}
-	var res struct {
-		Segments []collective.Segment `json:"segments"`
-		Cut      *CutProbe            `json:"cut"`
-	}
+	var res cutVerdict
 	if err := json.Unmarshal(out, &res); err != nil || res.Cut == nil {
 		return nil, nil, fmt.Errorf("%w: segment probe result %q", ErrProtocol, out)
 	}
@@ -426,18 +415,13 @@ func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, size int
 	return encodeCut([]collective.Segment{seg}, cut)
 }
 
-func encodeCut(segs []collective.Segment, cut *CutProbe) ([]byte, error) {
-	return json.Marshal(struct {
-		Segments []collective.Segment `json:"segments"`
-		Cut      *CutProbe            `json:"cut"`
-	}{segs, cut})
+// cutVerdict is what rank 0 broadcasts after a round of the segment
+// probe: the segments found and the test.
+type cutVerdict struct {
+	Segments []collective.Segment `json:"segments"`
+	Cut      *CutProbe            `json:"cut"`
 }
 
-func contains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
+func encodeCut(segs []collective.Segment, cut *CutProbe) ([]byte, error) {
+	return json.Marshal(cutVerdict{segs, cut})
 }

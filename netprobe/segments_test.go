@@ -32,10 +32,7 @@ func cutRows(elapsed []float64, paced bool) [][]byte {
 
 func decodeCut(t *testing.T, b []byte) ([]collective.Segment, *CutProbe) {
 	t.Helper()
-	var res struct {
-		Segments []collective.Segment `json:"segments"`
-		Cut      *CutProbe            `json:"cut"`
-	}
+	var res cutVerdict
 	require.NoError(t, json.Unmarshal(b, &res))
 	return res.Segments, res.Cut
 }
@@ -94,4 +91,25 @@ func TestJudgeCut(t *testing.T) {
 	require.ErrorIs(t, err, ErrProtocol)
 	_, err = judgeCut(cut, [][]byte{{1, 2}}, f)
 	require.ErrorIs(t, err, ErrProtocol)
+}
+
+// TestCandidateCuts: hints first, then the cut of the pair rates, then the
+// halves; a cut and its complement count once, sides of fewer than two
+// ranks are skipped, ranks out of range ignored, three cuts at most.
+func TestCandidateCuts(t *testing.T) {
+	// Ranks 0,2 | 1,3,4,5: pairs across are slow.
+	m := collective.NewUniformModel(6, 1e-4, 100)
+	for i := 0; i < 6; i++ {
+		for j := 0; j < 6; j++ {
+			if (i == 0 || i == 2) != (j == 0 || j == 2) {
+				m.Bandwidth[i][j] = 10
+			}
+		}
+	}
+	require.Equal(t, [][]int{{0, 2}, {0, 1, 2}}, candidateCuts(m, nil), "Clusters' cut, then the halves")
+	require.Equal(t, [][]int{{4, 5}, {1, 3, 4, 5}, {0, 1, 2}},
+		candidateCuts(m, [][]int{{4, 5, 9}, {0, 1, 2, 3}, {3}, {1, 3, 4, 5}}),
+		"a hint's complement ({0,1,2,3} of {4,5}; Clusters' {0,2} of the last hint) and a one-rank side are skipped")
+	require.Len(t, candidateCuts(m, [][]int{{0, 1}, {0, 3}, {0, 4}, {0, 5}}), 3)
+	require.Empty(t, candidateCuts(collective.NewUniformModel(3, 0, 1), nil), "no side of two with two left")
 }

@@ -225,7 +225,8 @@ type memLink struct {
 
 	stopped bool // stopRecv was called and not yet consumed; guarded by end.in.mu
 	// pace paces the messages sent (SetPacing), a message at a time;
-	// messages smaller than pacedChunk, the control messages, pass.
+	// messages under pacedSmall, the control messages, pass, as on the
+	// paced streams.
 	pace userPacer
 }
 
@@ -260,7 +261,7 @@ func (l *memLink) Send(ctx context.Context, h Header, payload []byte) error {
 	if int64(len(payload)) > l.cfg.MaxMessage {
 		return l.opErr("send", &FrameError{Field: "length", Value: uint64(len(payload)), Limit: uint64(l.cfg.MaxMessage), Err: ErrTooLarge})
 	}
-	if len(payload) >= pacedChunk {
+	if len(payload) >= pacedSmall {
 		if err := l.pace.wait(len(payload), l.c.Quit, ctx.Done(), nil); err != nil {
 			if errors.Is(err, context.Canceled) {
 				err = ctx.Err()
