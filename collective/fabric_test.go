@@ -434,6 +434,12 @@ func TestPlanExchangeOnAuto(t *testing.T) {
 	tie, err = PlanExchangeOn(um, sw, ux, Auto, Options{Seed: 1}, FlowOptions{SmallBytes: -1, NoPacing: true})
 	require.NoError(t, err)
 	require.Equal(t, Naive, tie.Algorithm)
+	// An exchange shorter than pacedMinSpan: posting everything at once.
+	fast := switchFabric(1e9, 1e9, 1e9, 1e9)
+	tie, err = PlanExchangeOn(NewUniformModel(4, 0, 1e9), fast, ux, Auto, Options{Seed: 1}, FlowOptions{SmallBytes: -1})
+	require.NoError(t, err)
+	require.Less(t, tie.Predicted, pacedMinSpan)
+	require.NotEqual(t, Paced, tie.Algorithm)
 
 	// A one-port planner by name: its plan, replayed on the fabric.
 	os, err := PlanExchangeOn(m, f, x, OpenShop, Options{Seed: 1}, FlowOptions{})

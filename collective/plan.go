@@ -159,6 +159,9 @@ type StepTransfer struct {
 	Src   int   `json:"src"`
 	Dst   int   `json:"dst"`
 	Bytes int64 `json:"bytes"`
+	// Rate is the rate a paced plan paces the transfer to, in bytes per
+	// second; 0 in every other plan.
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // SendOrder returns the indices into p.Transfers of rank's sends, in its

@@ -29,8 +29,15 @@ import (
 // [BruteForceGoodput]. It is a reference point, the way Gloo or a plain
 // MPI_Alltoallv would move the data, not a K-PBS schedule, and only a plan
 // labelled BruteForce may take that shape ([ValidateRedistribution]).
+// Paced posts every transfer at once too, in one step, but paced: each
+// transfer's Rate is its bytes over the bandwidth part of the K-PBS bound
+// (the largest of any node's bytes and the total over k, at r.Rate), so
+// that no node and not the backbone is ever asked for more than it
+// carries, and every transfer ends together at that bound (the MADD
+// allocation of coflow scheduling). Its step lasts r.Setup plus the bound.
 // Auto keeps the plan with the lowest prediction: brute force wins when
-// the setup time dominates the transfers.
+// the setup time dominates the transfers; Auto does not consider Paced,
+// which needs an executor that paces.
 //
 // All planners are deterministic; opt is not used.
 func PlanRedistribution(r *Redistribution, algo Algorithm, opt Options) (*Plan, error) {
@@ -40,8 +47,10 @@ func PlanRedistribution(r *Redistribution, algo Algorithm, opt Options) (*Plan, 
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkAlgo(KindRedistribute, algo); err != nil {
-		return nil, err
+	if algo != Paced {
+		if err := checkAlgo(KindRedistribute, algo); err != nil {
+			return nil, err
+		}
 	}
 	if algo == Auto {
 		return planAuto(KindRedistribute, r.Senders+r.Receivers, func(a Algorithm) (*Plan, error) {
@@ -54,7 +63,7 @@ func PlanRedistribution(r *Redistribution, algo Algorithm, opt Options) (*Plan, 
 func planRedistribution(r *Redistribution, algo Algorithm) (*Plan, error) {
 	var steps [][]StepTransfer
 	switch algo {
-	case BruteForce:
+	case BruteForce, Paced:
 		var all []StepTransfer
 		for i, row := range r.Bytes {
 			for j, b := range row {
@@ -65,6 +74,12 @@ func planRedistribution(r *Redistribution, algo Algorithm) (*Plan, error) {
 		}
 		if len(all) > 0 {
 			steps = [][]StepTransfer{all}
+		}
+		if algo == Paced && len(all) > 0 {
+			span := redistPacedSpan(r, all)
+			for x := range all {
+				all[x].Rate = pacedRate(all[x].Bytes, span)
+			}
 		}
 	case GGP, OGGP:
 		var err error
@@ -87,14 +102,39 @@ func planRedistribution(r *Redistribution, algo Algorithm) (*Plan, error) {
 // redistStepDuration is the duration of one step: the setup time plus the
 // longest transfer, or for brute force plus the fluid model's completion.
 func redistStepDuration(r *Redistribution, algo Algorithm, ts []StepTransfer) float64 {
-	if algo == BruteForce {
+	switch algo {
+	case BruteForce:
 		return r.Setup + redistFluid(r.Senders, r.Receivers, r.K, r.Rate, ts)
+	case Paced:
+		return r.Setup + redistPacedSpan(r, ts)
 	}
 	var longest int64
 	for _, t := range ts {
 		longest = max(longest, t.Bytes)
 	}
 	return r.Setup + float64(longest)/r.Rate
+}
+
+// redistPacedSpan is the bandwidth part of the K-PBS bound of the
+// transfers ts: the largest of any node's bytes and the total over k, at
+// r.Rate, in seconds.
+func redistPacedSpan(r *Redistribution, ts []StepTransfer) float64 {
+	byS := make([]float64, r.Senders)
+	byR := make([]float64, r.Receivers)
+	total := 0.0
+	for _, t := range ts {
+		byS[t.Src] += float64(t.Bytes)
+		byR[t.Dst] += float64(t.Bytes)
+		total += float64(t.Bytes)
+	}
+	w := total / float64(r.K)
+	for _, b := range byS {
+		w = math.Max(w, b)
+	}
+	for _, b := range byR {
+		w = math.Max(w, b)
+	}
+	return w / r.Rate
 }
 
 // RedistributionLowerBound returns the K-PBS lower bound of Cohen, Jeannot
@@ -184,7 +224,7 @@ func redistCheckShape(r *Redistribution, p *Plan) error {
 	if p.Kind != KindRedistribute {
 		return fmt.Errorf("collective: plan kind %q, want %q", p.Kind, KindRedistribute)
 	}
-	if KindOf(p.Algorithm) != KindRedistribute {
+	if KindOf(p.Algorithm) != KindRedistribute && p.Algorithm != Paced {
 		return fmt.Errorf("collective: plan algorithm %q is not a redistribution planner (want one of %v)", p.Algorithm, Algorithms(KindRedistribute))
 	}
 	if p.Ranks != r.Senders+r.Receivers {
@@ -206,6 +246,15 @@ func redistCheckTransfer(r *Redistribution, s, x int, t StepTransfer) error {
 	return nil
 }
 
+// pacedRate is the rate of a transfer of b bytes paced to end after span
+// seconds; 0 (unpaced) when span is 0.
+func pacedRate(b int64, span float64) float64 {
+	if span <= 0 {
+		return 0
+	}
+	return float64(b) / span
+}
+
 // redistClose reports whether a and b agree to a relative 1e-9.
 func redistClose(a, b float64) bool {
 	return a == b || math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
@@ -218,8 +267,10 @@ func redistClose(a, b float64) bool {
 //     receivers ranks;
 //   - every transfer: indices in range, a positive byte count;
 //   - every step: not empty, at most r.K transfers, no sender and no
-//     receiver twice (K-PBS plans only: a brute-force plan is a single
-//     step holding every non-zero pair once, whole);
+//     receiver twice (K-PBS plans only: a brute-force or paced plan is a
+//     single step holding every non-zero pair once, whole);
+//   - rates: a paced plan's transfers each at its bytes over the step's
+//     span (see PlanRedistribution), every other plan's at 0;
 //   - delivery: for every pair, the bytes of its pieces add up exactly to
 //     the matrix entry (nothing missing, nothing duplicated, nothing for a
 //     pair that has no data);
@@ -237,7 +288,11 @@ func ValidateRedistribution(r *Redistribution, p *Plan) error {
 	if err := redistCheckShape(r, p); err != nil {
 		return err
 	}
-	brute := p.Algorithm == BruteForce
+	brute := p.Algorithm == BruteForce || p.Algorithm == Paced
+	shape := "brute-force"
+	if p.Algorithm == Paced {
+		shape = "paced"
+	}
 	pairs := 0
 	for _, row := range r.Bytes {
 		for _, b := range row {
@@ -247,7 +302,7 @@ func ValidateRedistribution(r *Redistribution, p *Plan) error {
 		}
 	}
 	if brute && len(p.Steps) != min(pairs, 1) {
-		return fmt.Errorf("collective: brute-force plan has %d steps, want %d (every transfer at once)", len(p.Steps), min(pairs, 1))
+		return fmt.Errorf("collective: %s plan has %d steps, want %d (every transfer at once)", shape, len(p.Steps), min(pairs, 1))
 	}
 	type pair struct{ src, dst int }
 	got := make(map[pair]int64, pairs)
@@ -263,9 +318,16 @@ func ValidateRedistribution(r *Redistribution, p *Plan) error {
 		}
 		clear(senders)
 		clear(receivers)
+		span := 0.0
+		if p.Algorithm == Paced {
+			span = redistPacedSpan(r, st.Transfers)
+		}
 		for x, t := range st.Transfers {
 			if err := redistCheckTransfer(r, s, x, t); err != nil {
 				return err
+			}
+			if want := pacedRate(t.Bytes, span); !redistClose(t.Rate, want) {
+				return fmt.Errorf("collective: step %d transfer %d (%d->%d): rate %v, want %v", s, x, t.Src, t.Dst, t.Rate, want)
 			}
 			if !brute {
 				if y, dup := senders[t.Src]; dup {
@@ -280,7 +342,7 @@ func ValidateRedistribution(r *Redistribution, p *Plan) error {
 			prev, seen := got[k]
 			want := r.Bytes[t.Src][t.Dst]
 			if brute && seen {
-				return fmt.Errorf("collective: brute-force plan sends pair %d->%d twice (step %d transfer %d)", t.Src, t.Dst, s, x)
+				return fmt.Errorf("collective: %s plan sends pair %d->%d twice (step %d transfer %d)", shape, t.Src, t.Dst, s, x)
 			}
 			if t.Bytes > want-prev {
 				if want == 0 {

@@ -32,9 +32,9 @@ func rdFigure2() *Redistribution {
 func rdFigure2Plan() *Plan {
 	return &Plan{Kind: KindRedistribute, Algorithm: OGGP, Ranks: 6, Predicted: 15, LowerBound: 15,
 		Steps: []Step{
-			{Duration: 1 + 5, Transfers: []StepTransfer{{0, 0, 4}, {1, 1, 5}, {2, 2, 5}}},
-			{Duration: 1 + 3, Transfers: []StepTransfer{{0, 1, 3}, {1, 2, 3}, {2, 0, 3}}},
-			{Duration: 1 + 4, Transfers: []StepTransfer{{0, 0, 4}, {2, 1, 4}}},
+			{Duration: 1 + 5, Transfers: []StepTransfer{{Src: 0, Dst: 0, Bytes: 4}, {Src: 1, Dst: 1, Bytes: 5}, {Src: 2, Dst: 2, Bytes: 5}}},
+			{Duration: 1 + 3, Transfers: []StepTransfer{{Src: 0, Dst: 1, Bytes: 3}, {Src: 1, Dst: 2, Bytes: 3}, {Src: 2, Dst: 0, Bytes: 3}}},
+			{Duration: 1 + 4, Transfers: []StepTransfer{{Src: 0, Dst: 0, Bytes: 4}, {Src: 2, Dst: 1, Bytes: 4}}},
 		}}
 }
 
@@ -67,7 +67,7 @@ func TestRedistributionFigure2(t *testing.T) {
 	o := rdPlan(t, r, OGGP)
 	require.Equal(t, 17.0, o.Predicted)
 	require.Len(t, o.Steps, 5)
-	require.Equal(t, []StepTransfer{{0, 0, 5}, {1, 1, 5}, {2, 2, 5}}, o.Steps[0].Transfers)
+	require.Equal(t, []StepTransfer{{Src: 0, Dst: 0, Bytes: 5}, {Src: 1, Dst: 1, Bytes: 5}, {Src: 2, Dst: 2, Bytes: 5}}, o.Steps[0].Transfers)
 	require.Equal(t, 15.0, o.LowerBound)
 
 	// GGP's matchings are arbitrary; it is a 2-approximation and here no
@@ -366,11 +366,11 @@ func TestValidateRedistributionRejects(t *testing.T) {
 			return p
 		}, want: "step 3 transfer 0: pair 0->1 receives 3 bytes more"},
 		{name: "extra piece", edit: func(p *Plan) *Plan {
-			p.Steps[2].Transfers = append(p.Steps[2].Transfers, StepTransfer{1, 2, 1})
+			p.Steps[2].Transfers = append(p.Steps[2].Transfers, StepTransfer{Src: 1, Dst: 2, Bytes: 1})
 			return p
 		}, want: "step 2 transfer 2: pair 1->2 receives 1 bytes more than the matrix's 3"},
 		{name: "unrequested pair", edit: func(p *Plan) *Plan {
-			p.Steps = append(p.Steps, Step{Duration: 2, Transfers: []StepTransfer{{1, 0, 1}}})
+			p.Steps = append(p.Steps, Step{Duration: 2, Transfers: []StepTransfer{{Src: 1, Dst: 0, Bytes: 1}}})
 			p.Predicted += 2
 			return p
 		}, want: "step 3 transfer 0: pair 1->0 has no data in the matrix, plan sends 1 bytes"},
@@ -405,8 +405,8 @@ func TestValidateRedistributionRejects(t *testing.T) {
 		}, want: "step 0: duration 13 s inconsistent"},
 		{name: "brute force sending a pair twice", edit: func(*Plan) *Plan {
 			q := *bf
-			ts := append([]StepTransfer{{0, 0, 4}}, bf.Steps[0].Transfers[1:]...)
-			q.Steps = []Step{{Transfers: append(ts, StepTransfer{0, 0, 4})}}
+			ts := append([]StepTransfer{{Src: 0, Dst: 0, Bytes: 4}}, bf.Steps[0].Transfers[1:]...)
+			q.Steps = []Step{{Transfers: append(ts, StepTransfer{Src: 0, Dst: 0, Bytes: 4})}}
 			return &q
 		}, want: "brute-force plan sends pair 0->0 twice"},
 	}
@@ -602,7 +602,7 @@ func TestKPBSBytesExact(t *testing.T) {
 	// floor(10*1/4)=2, floor(10*3/4)=7 → 2, 5, 3.
 	es := []kpbsEdge{{src: 0, dst: 0, bytes: 10, units: 4}}
 	got := kpbsBytes(es, [][]kpbsPiece{{{0, 1}}, {{0, 2}}, {{0, 1}}})
-	require.Equal(t, [][]StepTransfer{{{0, 0, 2}}, {{0, 0, 5}}, {{0, 0, 3}}}, got)
+	require.Equal(t, [][]StepTransfer{{{Src: 0, Dst: 0, Bytes: 2}}, {{Src: 0, Dst: 0, Bytes: 5}}, {{Src: 0, Dst: 0, Bytes: 3}}}, got)
 	// Near 2^63 bytes: no overflow in the products.
 	big := int64(math.MaxInt64)
 	es = []kpbsEdge{{bytes: big, units: 3}}
@@ -672,4 +672,45 @@ func BenchmarkPlanRedistribution(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestRedistributionPaced: every transfer at once in one step, each paced
+// to its bytes over the bandwidth part of the K-PBS bound, so that all
+// end together: the backbone's k bounds it here, then a node's bytes.
+func TestRedistributionPaced(t *testing.T) {
+	r := &Redistribution{Senders: 2, Receivers: 2, Rate: 1, K: 1, Setup: 0.5, Bytes: [][]int64{{4, 2}, {2, 2}}}
+	p, err := PlanRedistribution(r, Paced, Options{})
+	require.NoError(t, err)
+	require.Equal(t, Paced, p.Algorithm)
+	require.Len(t, p.Steps, 1)
+	// total 10 bytes over k = 1 transfer at 1 B/s: 10 s.
+	require.Equal(t, []StepTransfer{{Src: 0, Dst: 0, Bytes: 4, Rate: 0.4}, {Src: 0, Dst: 1, Bytes: 2, Rate: 0.2},
+		{Src: 1, Dst: 0, Bytes: 2, Rate: 0.2}, {Src: 1, Dst: 1, Bytes: 2, Rate: 0.2}}, p.Steps[0].Transfers)
+	require.InDelta(t, 10.5, p.Predicted, 1e-12)
+	require.NoError(t, ValidateRedistribution(r, p))
+
+	r.K = 3 // now sender 0's 6 bytes bound it: 6 s
+	p, err = PlanRedistribution(r, Paced, Options{})
+	require.NoError(t, err)
+	require.InDelta(t, 4.0/6, p.Steps[0].Transfers[0].Rate, 1e-12)
+	require.InDelta(t, 6.5, p.Predicted, 1e-12)
+	require.NoError(t, ValidateRedistribution(r, p))
+	sim, err := SimulateRedistribution(r, p)
+	require.NoError(t, err)
+	require.InDelta(t, p.Predicted, sim.Predicted, 1e-12)
+
+	p.Steps[0].Transfers[1].Rate *= 2
+	require.ErrorContains(t, ValidateRedistribution(r, p), "rate")
+	o, err := PlanRedistribution(r, OGGP, Options{})
+	require.NoError(t, err)
+	o.Steps[0].Transfers[0].Rate = 1
+	require.ErrorContains(t, ValidateRedistribution(r, o), "rate 1, want 0")
+	require.NotEqual(t, Paced, mustAuto(t, r).Algorithm, "auto never paces: the executor may not")
+}
+
+func mustAuto(t *testing.T, r *Redistribution) *Plan {
+	t.Helper()
+	p, err := PlanRedistribution(r, Auto, Options{})
+	require.NoError(t, err)
+	return p
 }

@@ -16,8 +16,11 @@ import (
 // RedistributeOptions tunes one Redistribute call. Every rank passes the
 // same options.
 type RedistributeOptions struct {
-	// Algorithm is collective.OGGP (""), collective.GGP or
-	// collective.BruteForce (every transfer at once).
+	// Algorithm is collective.OGGP (""), collective.GGP,
+	// collective.BruteForce (every transfer at once) or collective.Paced
+	// (every transfer at once, each link paced so that all end together at
+	// the bandwidth part of the K-PBS bound; see
+	// collective.PlanRedistribution).
 	Algorithm collective.Algorithm
 	// K is how many transfers the backbone carries at once at full speed.
 	// 0 means: measured by ProbeBackbone on this pair of groups (cached),
@@ -64,8 +67,8 @@ func (c *Comm) Redistribute(ctx context.Context, senders, receivers []int, send 
 	if algo == "" {
 		algo = collective.OGGP
 	}
-	if collective.KindOf(algo) != collective.KindRedistribute {
-		return nil, &ArgError{Op: "Redistribute", Arg: "algorithm", Msg: fmt.Sprintf("unknown %q (want %v)", algo, collective.Algorithms(collective.KindRedistribute))}
+	if collective.KindOf(algo) != collective.KindRedistribute && algo != collective.Paced {
+		return nil, &ArgError{Op: "Redistribute", Arg: "algorithm", Msg: fmt.Sprintf("unknown %q (want %v or paced)", algo, collective.Algorithms(collective.KindRedistribute))}
 	}
 	if o.K < 0 || o.Rate < 0 || o.Setup < 0 {
 		return nil, &ArgError{Op: "Redistribute", Arg: "options", Msg: "K, Rate and Setup must not be negative"}
@@ -231,6 +234,9 @@ func (c *Comm) runRedistribution(k *coll, plan *collective.Plan, senders, receiv
 		w.dropSlot(key)
 		return err
 	}
+	if plan.Algorithm == collective.Paced {
+		return c.runPaced(sends, recvs, receivers, plan, sendPiece, recvPiece)
+	}
 	if !barrier {
 		// Each node walks its own pieces in step order; the two sides run
 		// at once (a rank is never both a sender and a receiver, but the
@@ -286,6 +292,46 @@ func (c *Comm) runRedistribution(k *coll, plan *collective.Plan, senders, receiv
 			return sendErr
 		}
 		if err := c.stepBarrier(k, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runPaced runs a paced plan's one step: every link to a receiver paced
+// to its transfer's rate, every piece sent and received at once (the
+// receivers grant them all at the start: a receiver's links carry only
+// grants, which a paced payload cannot hold up, the groups being
+// disjoint).
+func (c *Comm) runPaced(sends, recvs []piece, receivers []int, plan *collective.Plan, sendPiece, recvPiece func(piece) error) error {
+	rates := make([]float64, c.Size())
+	for _, st := range plan.Steps {
+		for _, t := range st.Transfers {
+			if len(sends) > 0 && t.Src == sends[0].src {
+				rates[receivers[t.Dst]] = t.Rate
+			}
+		}
+	}
+	defer c.pace(rates)()
+	var wg sync.WaitGroup
+	errs := make([]error, len(sends)+len(recvs))
+	for i, p := range sends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = sendPiece(p)
+		}()
+	}
+	for i, p := range recvs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[len(sends)+i] = recvPiece(p)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}

@@ -25,7 +25,7 @@ func TestRedistribute(t *testing.T) {
 				}
 				return 1000 + 300000*((s*7+r*3)%5)
 			}
-			for _, algo := range collective.Algorithms(collective.KindRedistribute) {
+			for _, algo := range append(collective.Algorithms(collective.KindRedistribute), collective.Paced) {
 				for _, barrier := range []bool{false, true} {
 					for _, k := range []int{1, 2, 3} {
 						name := fmt.Sprintf("%s/barrier=%v/k=%d", algo, barrier, k)

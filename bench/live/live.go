@@ -66,7 +66,7 @@ func (f *liveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.collective, "collective", "alltoallv", "collective: alltoallv, multicast, redistribute, bcast or allgather")
 	fs.StringVar(&f.pattern, "pattern", "", "pattern: alltoallv "+strings.Join(Patterns, ", ")+" (default uniform); multicast allbcast (default) or multi (25% of the ranks are sources, random destinations); redistribute random")
 	fs.StringVar(&f.bytes, "bytes", "65536,1048576", "comma-separated message sizes (the pattern's largest message)")
-	fs.StringVar(&f.algos, "algo", "", "comma-separated algorithms, or all: alltoallv caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive (default openshop,naive); multicast fef ... rrsp, auto, naive (default rrp,naive); redistribute ggp, oggp, bruteforce, each optionally +perpair (no barrier between steps) (default oggp,bruteforce)")
+	fs.StringVar(&f.algos, "algo", "", "comma-separated algorithms, or all: alltoallv caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive, paced (default openshop,naive); multicast fef ... rrsp, auto, naive (default rrp,naive); redistribute ggp, oggp, bruteforce, paced, each optionally +perpair (no barrier between steps) (default oggp,bruteforce)")
 	fs.StringVar(&f.groups, "groups", "", "redistribute: the two groups as ranks, e.g. 0,1,2,3:4,5,6,7 (default: collective.Clusters of the probed model, else the two halves)")
 	fs.IntVar(&f.k, "k", 0, "redistribute: the backbone's concurrency k (0: measured with ProbeBackbone)")
 	fs.IntVar(&f.iters, "iters", 20, "timed iterations per size and algorithm")
@@ -143,7 +143,7 @@ func (f *liveFlags) algorithms() ([]collective.Algorithm, error) {
 		if kind != collective.KindRedistribute {
 			all = append(all, comm.Naive)
 		}
-		if kind == collective.KindAlltoall {
+		if kind != collective.KindMulticast {
 			all = append(all, collective.Paced)
 		}
 		return all, nil
@@ -153,7 +153,7 @@ func (f *liveFlags) algorithms() ([]collective.Algorithm, error) {
 		a = strings.TrimSpace(a)
 		base := collective.Algorithm(strings.TrimSuffix(a, "+perpair"))
 		ok := collective.KindOf(base) == kind || base == collective.Auto && kind != collective.KindRedistribute ||
-			base == comm.Naive && kind != collective.KindRedistribute || base == collective.Paced && kind == collective.KindAlltoall
+			base == comm.Naive && kind != collective.KindRedistribute || base == collective.Paced && kind != collective.KindMulticast
 		if !ok || strings.HasSuffix(a, "+perpair") && kind != collective.KindRedistribute {
 			return nil, fmt.Errorf("bench: unknown %s algorithm %q", f.collective, a)
 		}
