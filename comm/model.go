@@ -152,6 +152,9 @@ func (p railProbePort) RailPolicy() transport.RailPolicy { return p.w.cfg.RailPo
 
 // UseRail pins every RailSet of this rank to rail i: that rail looks free
 // and infinitely fast, the others slow beyond any use.
+// UseCosts implements netprobe.RailPort.
+func (p railProbePort) UseCosts(m *collective.Model) { p.w.applyRailCosts(m) }
+
 func (p railProbePort) UseRail(i int) {
 	w := p.w
 	for peer, rs := range w.railSets {

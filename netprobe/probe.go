@@ -204,7 +204,9 @@ func Probe(ctx context.Context, p Port, cfg Config) (*Result, error) {
 	var res *Result
 	var err error
 	if rp, ok := p.(RailPort); ok && rp.Rails() > 1 {
-		res, err = probeRails(ctx, rp, cfg)
+		if res, err = probeRails(ctx, rp, cfg); err == nil {
+			rp.UseCosts(res.Model)
+		}
 	} else {
 		res, err = probeOnce(ctx, p, cfg)
 	}
@@ -233,6 +235,11 @@ type RailPort interface {
 	// RailPolicy is the policy the rails are used under, for the
 	// top-level (effective) costs of the model.
 	RailPolicy() transport.RailPolicy
+	// UseCosts gives the rails the costs the probe measured (m lists
+	// them in Rails), so that what goes over several rails is split by
+	// them from then on: the segment probe, which runs next, must not
+	// see a slow rail given an even share.
+	UseCosts(m *collective.Model)
 }
 
 // probeRails probes every rail of a RailPort in turn.
