@@ -307,8 +307,9 @@ func PlanExchangeOn(m *Model, f *Fabric, x *Exchange, algo Algorithm, opt Option
 
 // pacedMinSpan is the shortest predicted exchange Auto paces (see
 // unpacedMargin): in a shorter one TCP's uneven sharing costs little, and
-// the pacing itself (a system call per link, twice) costs more. On loopback (4 ranks, 1 MiB, 0.7 ms
-// predicted) paced ran 4-7% slower than naive.
+// the pacing itself (a system call per link, twice) costs more. On
+// loopback (4 ranks, 1 MiB, 0.7 ms predicted) paced ran 4-7% slower than
+// naive.
 const pacedMinSpan = 10e-3
 
 // unpacedMargin is how much better than paced Auto needs the naive
