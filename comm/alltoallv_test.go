@@ -227,3 +227,40 @@ func TestAbandonedPreGrantIsDropped(t *testing.T) {
 	w.fireData(1, transport.Header{Type: transport.MsgRndvData, Comm: collCtx(comms[0].id), Tag: 99, Seq: 5}, make([]byte, 10))
 	require.True(t, w.isFailed(1))
 }
+
+// TestTimelineRates: the measured timeline gives each message the rate
+// it achieved, and a paced plan's prediction the rate it paced to.
+func TestTimelineRates(t *testing.T) {
+	comms := startWorld(t, 3, "mem", nil)
+	ctx := context.Background()
+	for _, algo := range []collective.Algorithm{collective.Paced, collective.OpenShop} {
+		commtest.OnAll(t, comms, func(c *Comm) error {
+			send := make([][]byte, 3)
+			for j := range send {
+				send[j] = make([]byte, 256<<10)
+			}
+			if _, err := c.AlltoallvWith(ctx, send, AlltoallvOptions{Algorithm: algo}); err != nil {
+				return err
+			}
+			pred, meas, err := c.Timeline(ctx)
+			if err != nil || c.Rank() != 0 {
+				return err
+			}
+			if len(meas.Transfers) != 6 {
+				return fmt.Errorf("%s: %d measured transfers, want 6", algo, len(meas.Transfers))
+			}
+			for _, tr := range meas.Transfers {
+				want := float64(tr.Bytes) / (tr.End - tr.Start)
+				if !(tr.Rate > 0) || tr.Rate < want*0.999 || tr.Rate > want*1.001 {
+					return fmt.Errorf("%s: %d->%d moved %d bytes in %v s at rate %v", algo, tr.Src, tr.Dst, tr.Bytes, tr.End-tr.Start, tr.Rate)
+				}
+			}
+			for _, tr := range pred.Transfers {
+				if paced := tr.Rate > 0; paced != (algo == collective.Paced) {
+					return fmt.Errorf("%s: predicted %d->%d at rate %v", algo, tr.Src, tr.Dst, tr.Rate)
+				}
+			}
+			return nil
+		})
+	}
+}

@@ -33,6 +33,8 @@ type Timeline struct {
 // the two timing diagrams can be drawn side by side. Times are seconds
 // from the earliest start of the exchange on any rank, on rank 0's clock
 // (clocks of other hosts are corrected by the probed offsets when known).
+// Each measured transfer's Rate is the rate it achieved, its bytes over
+// its duration; the predicted plan's rates are those it paced to.
 // It is collective; ranks other than 0 get nil plans. predicted is nil when
 // Naive was asked for by name (no plan is made then); when Auto chose to
 // post everything at once, predicted is the naive plan on the fabric.
@@ -106,6 +108,9 @@ func (c *Comm) Timeline(ctx context.Context) (predicted, measured *collective.Pl
 		t := collective.Transfer{Src: k.src, Dst: k.dst, Bytes: s.bytes, Start: sec(s.start), End: sec(s.end)}
 		if r, ok := recvEv[k]; ok && r.end.After(s.end) && !c.eager(s.bytes) {
 			t.End = sec(r.end)
+		}
+		if t.End > t.Start {
+			t.Rate = float64(t.Bytes) / (t.End - t.Start)
 		}
 		m.Transfers = append(m.Transfers, t)
 		if t.End > m.Predicted {
