@@ -136,17 +136,23 @@ func (k *coll) postSeq(src int, useq uint64) *recvReq {
 // finishInto completes a collective receive into buf when it is large
 // enough (a new slice otherwise).
 func (k *coll) finishInto(r *recvReq, buf []byte) ([]byte, error) {
+	data, _, err := k.finishMsg(r, buf)
+	return data, err
+}
+
+// finishMsg is finishInto that also returns the matched message.
+func (k *coll) finishMsg(r *recvReq, buf []byte) ([]byte, *inMsg, error) {
 	data, m, err := k.c.finishRecv(k.ctx, collCtx(k.c.id), r, buf, false, k.c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if m.flags != k.op {
 		why := fmt.Sprintf("rank %d called %s while rank %d called %s", k.c.index[m.src], opName(m.flags), k.c.rank, opName(k.op))
 		err := &RankError{Rank: m.src, Err: fmt.Errorf("%w: %s", ErrMismatch, why)}
 		k.c.abort(why)
-		return nil, err
+		return nil, nil, err
 	}
-	return data, nil
+	return data, m, nil
 }
 
 // abort breaks the communicator after a mismatch and tells every other
@@ -187,63 +193,6 @@ func (c *Comm) Barrier(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// Bcast sends root's data to every rank and returns it (on root, data
-// itself). Other ranks pass nil (their data argument is ignored).
-// Binomial tree: ceil(log2 P) rounds.
-func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
-	return c.bcast(ctx, root, data, nil)
-}
-
-// bcast is Bcast; a rank other than root receives into buf when it is
-// large enough.
-func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, error) {
-	if err := c.checkPeer("Bcast", "root", root, false); err != nil {
-		return nil, err
-	}
-	k, cancel, err := c.begin(ctx, opBcast)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	n := c.Size()
-	vr := (c.rank - root + n) % n
-	mask := 1
-	if vr != 0 {
-		for mask < n {
-			if vr&mask != 0 {
-				parent := (vr - mask + root) % n
-				r := k.c.postRecv(collCtx(k.c.id), parent, k.tag)
-				if data, err = k.finishInto(r, buf); err != nil {
-					return nil, k.err(err)
-				}
-				break
-			}
-			mask <<= 1
-		}
-	} else {
-		for mask < n {
-			mask <<= 1
-		}
-		if data == nil {
-			data = []byte{}
-		}
-	}
-	var dones []func() error
-	for mask >>= 1; mask > 0; mask >>= 1 {
-		if vr+mask < n && vr&(mask*2-1) == 0 {
-			done, err := k.isend((vr+mask+root)%n, data)
-			if err != nil {
-				return nil, k.err(err)
-			}
-			dones = append(dones, done)
-		}
-	}
-	if err := finishAll(dones); err != nil {
-		return nil, k.err(err)
-	}
-	return data, nil
 }
 
 // Gatherv collects every rank's data at root, indexed by rank; the sizes

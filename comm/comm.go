@@ -43,6 +43,8 @@ type Comm struct {
 	timeline   *Timeline
 	mcTimeline *multicastTimeline
 	backbone   map[string]int // ProbeBackbone results by group pair
+	bcastKey   bcastKey
+	bcastPlan  *collective.BcastPlan
 }
 
 func (w *world) newComm(id uint32, group []int, myWorldRank int) *Comm {

@@ -1,8 +1,10 @@
 package comm
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/hetcomm/hetcomm/bootstrap"
@@ -39,6 +41,10 @@ type Config struct {
 	// or collective.AllreduceRSAG. "" (or collective.Auto) chooses per
 	// call, by the model's predictions (collective.PlanAllreduce).
 	Allreduce collective.Algorithm
+	// Bcast forces how Bcast sends: collective.BcastBinomial or
+	// collective.BcastPipeline. "" (or collective.Auto) chooses per call,
+	// by the model's predictions (collective.PlanBcast).
+	Bcast collective.Algorithm
 	// EagerLimit is the largest message sent eagerly; larger messages wait
 	// for the receiver's grant (rendezvous). 0 means 64 KiB; negative means
 	// every message is eager.
@@ -137,6 +143,11 @@ func (c Config) normalize() (Config, error) {
 	default:
 		return c, fmt.Errorf("comm: config: unknown Allreduce algorithm %q (want %s, %s or auto)", c.Allreduce, collective.AllreduceTree, collective.AllreduceRSAG)
 	}
+	switch c.Bcast {
+	case "", collective.Auto, collective.BcastBinomial, collective.BcastPipeline:
+	default:
+		return c, fmt.Errorf("comm: config: unknown Bcast algorithm %q (want %s, %s or auto)", c.Bcast, collective.BcastBinomial, collective.BcastPipeline)
+	}
 	if c.EagerLimit == 0 {
 		c.EagerLimit = DefaultEagerLimit
 	}
@@ -164,4 +175,30 @@ func (c Config) normalize() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// algorithmKey is the context key of WithAlgorithm.
+type algorithmKey struct{}
+
+// WithAlgorithm returns a context that forces algo on the collectives
+// called with it that plan their algorithm: Bcast
+// (collective.BcastBinomial or collective.BcastPipeline) and Allreduce
+// (collective.AllreduceTree or collective.AllreduceRSAG). It overrides
+// Config for those calls; collective.Auto lets them choose. Every rank
+// must force the same algorithm: a rank whose plan differs from its
+// peers' fails with ErrMismatch. An algorithm that does not belong to a
+// collective is ignored by it.
+func WithAlgorithm(ctx context.Context, algo collective.Algorithm) context.Context {
+	return context.WithValue(ctx, algorithmKey{}, algo)
+}
+
+// algorithmFor returns the algorithm forced on a call: the context's
+// (WithAlgorithm) when it is one of the collective's, else dflt.
+func algorithmFor(ctx context.Context, dflt collective.Algorithm, valid ...collective.Algorithm) collective.Algorithm {
+	if a, ok := ctx.Value(algorithmKey{}).(collective.Algorithm); ok {
+		if a == collective.Auto || slices.Contains(valid, a) {
+			return a
+		}
+	}
+	return dflt
 }

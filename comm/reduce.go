@@ -170,7 +170,7 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 // and come back along one (collective.AllreduceTree); large ones are
 // reduce-scattered, in blocks in proportion to each rank's NIC rate, and
 // allgathered (collective.AllreduceRSAG). The choice follows the model's
-// predictions unless Config.Allreduce forces one. Only an element-wise op
+// predictions unless Config.Allreduce or WithAlgorithm forces one. Only an element-wise op
 // (Sum, Prod, Min, Max, or made by OpFunc) is reduce-scattered: any other
 // op may combine groups of elements and always sees whole vectors.
 func Allreduce[T Number](ctx context.Context, c *Comm, data []T, op Op[T]) ([]T, error) {
@@ -189,7 +189,8 @@ func AllreduceInto[T Number](ctx context.Context, c *Comm, data, out []T, op Op[
 		return &ArgError{Op: "Allreduce", Arg: "out", Msg: fmt.Sprintf("%d elements for %d", len(out), len(data))}
 	}
 	var z T
-	plan := collective.PlanAllreduce(c.model(), len(data), int(unsafe.Sizeof(z)), c.w.cfg.Allreduce)
+	plan := collective.PlanAllreduce(c.model(), len(data), int(unsafe.Sizeof(z)),
+		algorithmFor(ctx, c.w.cfg.Allreduce, collective.AllreduceTree, collective.AllreduceRSAG))
 	if plan.Algorithm == collective.AllreduceRSAG && elementwise(op) {
 		return allreduceRSAG(ctx, c, data, out, op, plan.Counts)
 	}

@@ -1,0 +1,208 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// bcastFirst marks the first piece of a broadcast: its sequence number
+// is bcastFirst | the message's size, so that a rank that did not know
+// the size (only root does) learns it, and with it the plan, from the
+// first piece. The other pieces are numbered 1, 2, ...
+const bcastFirst = uint64(1) << 63
+
+// bcastKey identifies a broadcast plan: the same model, root, size and
+// algorithm give the same plan on every rank.
+type bcastKey struct {
+	gen   uint64
+	root  int
+	bytes int64
+	algo  collective.Algorithm
+}
+
+// Bcast sends root's data to every rank and returns it (on root, data
+// itself). Other ranks pass nil (their data argument is ignored).
+//
+// The message goes down a tree planned from the cost model
+// (collective.PlanBcast): the binomial tree in rank order, or a tree in
+// which fast ranks relay and slow ones are leaves; large messages go in
+// pieces that every rank forwards as soon as it has them. Every rank
+// makes the same plan from root's size, which travels with the first
+// piece. Config.Bcast, or WithAlgorithm for one call, forces
+// collective.BcastBinomial or collective.BcastPipeline; it must be the
+// same on every rank.
+func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
+	return c.bcast(ctx, root, data, nil)
+}
+
+// bcast is Bcast; a rank other than root receives into buf when it is
+// large enough.
+func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, error) {
+	if err := c.checkPeer("Bcast", "root", root, false); err != nil {
+		return nil, err
+	}
+	k, cancel, err := c.begin(ctx, opBcast)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	algo := algorithmFor(ctx, c.w.cfg.Bcast, collective.BcastBinomial, collective.BcastPipeline)
+	if c.rank == root {
+		if data == nil {
+			data = []byte{}
+		}
+		if c.Size() == 1 {
+			return data, nil
+		}
+		plan, err := c.planBcast(root, int64(len(data)), algo)
+		if err != nil {
+			return nil, k.err(err)
+		}
+		return data, k.err(c.forward(k, plan, data, nil))
+	}
+	// The first piece comes from this rank's parent, whoever the plan
+	// makes it: only the parent sends to this rank in this call.
+	first, m, err := k.finishMsg(c.postRecv(collCtx(c.id), AnySource, k.tag), buf)
+	if err != nil {
+		return nil, k.err(err)
+	}
+	src := c.index[m.src]
+	if m.useq&bcastFirst == 0 {
+		return nil, k.err(&RankError{Rank: m.src, Err: fmt.Errorf("%w: Bcast: rank %d sent piece %d first", ErrProtocol, src, m.useq)})
+	}
+	size := int64(m.useq &^ bcastFirst)
+	plan, err := c.planBcast(root, size, algo)
+	if err != nil {
+		return nil, k.err(err)
+	}
+	if p := plan.Parent[c.rank]; p != src {
+		why := fmt.Sprintf("Bcast from rank %d: rank %d got its first piece from rank %d, but its plan has it receive from rank %d (the ranks use different algorithms or models)", root, c.rank, src, p)
+		c.abort(why)
+		return nil, k.err(&RankError{Rank: m.src, Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
+	}
+	if want := min(plan.Chunk, size); int64(len(first)) != want {
+		return nil, k.err(&RankError{Rank: m.src, Err: fmt.Errorf("%w: Bcast: the first piece from rank %d has %d bytes, not %d", ErrProtocol, src, len(first), want)})
+	}
+	if int64(cap(buf)) >= size {
+		data = buf[:size]
+	} else {
+		data = make([]byte, size)
+	}
+	if len(first) > 0 && unsafe.SliceData(first) != unsafe.SliceData(data) {
+		copy(data, first)
+	}
+	return data, k.err(c.forward(k, plan, data, first))
+}
+
+// planBcast returns the broadcast plan for a size, reusing the last one
+// when the model, root, size and algorithm repeat.
+func (c *Comm) planBcast(root int, size int64, algo collective.Algorithm) (*collective.BcastPlan, error) {
+	key := bcastKey{c.w.modelGen.Load(), root, size, algo}
+	c.planMu.Lock()
+	defer c.planMu.Unlock()
+	if c.bcastPlan != nil && c.bcastKey == key {
+		return c.bcastPlan, nil
+	}
+	p, err := collective.PlanBcast(c.model(), root, size, algo)
+	if err != nil {
+		return nil, err
+	}
+	c.bcastKey, c.bcastPlan = key, p
+	return p, nil
+}
+
+// forward runs this rank's part of a broadcast plan on data (all of it
+// on root; elsewhere the first piece is in place, and the others are
+// received into data here): one goroutine per child sends the pieces in
+// order, each as soon as it is in.
+func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) error {
+	size := int64(len(data))
+	pieces := max(plan.Chunks, 1)
+	piece := func(i int) []byte {
+		lo := min(int64(i)*plan.Chunk, size)
+		hi := min(lo+plan.Chunk, size)
+		return data[lo:hi:hi]
+	}
+	ready := make([]chan struct{}, pieces)
+	for i := range ready {
+		ready[i] = make(chan struct{})
+		if c.rank == plan.Root || i == 0 {
+			close(ready[i])
+		}
+	}
+	ctx, cancel := context.WithCancel(k.ctx)
+	defer cancel()
+	sk := *k
+	sk.ctx = ctx
+	var wg sync.WaitGroup
+	errs := make(chan error, len(plan.Children[c.rank])+1)
+	for _, child := range plan.Children[c.rank] {
+		wg.Add(1)
+		go func(child int) {
+			defer wg.Done()
+			for i := 0; i < pieces; i++ {
+				select {
+				case <-ready[i]:
+				case <-ctx.Done():
+					return
+				}
+				useq := uint64(i)
+				if i == 0 {
+					useq = bcastFirst | uint64(size)
+				}
+				// Pieces go eagerly, so that none waits a round trip for
+				// a grant; a message sent whole takes the usual path.
+				done, err := sk.isendSeq(child, piece(i), pieces > 1, useq)
+				if err == nil {
+					err = done()
+				}
+				if err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+			}
+		}(child)
+	}
+	if c.rank != plan.Root && pieces > 1 {
+		if err := c.receivePieces(&sk, plan, pieces, piece, ready); err != nil {
+			errs <- err
+			cancel()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// receivePieces receives pieces 1.. of a broadcast from this rank's
+// parent into place, marking each ready as it arrives.
+func (c *Comm) receivePieces(k *coll, plan *collective.BcastPlan, pieces int, piece func(int) []byte, ready []chan struct{}) error {
+	parent := plan.Parent[c.rank]
+	reqs := make([]*recvReq, pieces)
+	for i := 1; i < pieces; i++ {
+		reqs[i] = k.postSeq(parent, uint64(i))
+	}
+	for i := 1; i < pieces; i++ {
+		dst := piece(i)
+		got, err := k.finishInto(reqs[i], dst)
+		if err == nil && len(got) != len(dst) {
+			err = &RankError{Rank: c.group[parent], Err: fmt.Errorf("%w: Bcast: piece %d from rank %d has %d bytes, not %d", ErrProtocol, i, parent, len(got), len(dst))}
+		}
+		if err != nil {
+			for _, r := range reqs[i+1:] {
+				c.w.unpost(collCtx(c.id), r)
+			}
+			return err
+		}
+		if len(got) > 0 && unsafe.SliceData(got) != unsafe.SliceData(dst) {
+			copy(dst, got)
+		}
+		close(ready[i])
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package comm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/internal/commtest"
+)
+
+// mixedModel is a switched network of n ranks with NICs from 20 to 400
+// Mbit/s in an order that puts slow ranks where the binomial tree
+// relays, so that the rate tree differs from it.
+func mixedModel(n int) *collective.Model {
+	mbit := 1e6 / 8
+	nics := []float64{100, 50, 20, 100, 20, 200, 20, 400}
+	m := collective.NewUniformModel(n, 100e-6, 1)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			m.Bandwidth[i][j] = mbit * min(nics[i%len(nics)], nics[j%len(nics)])
+		}
+	}
+	return m
+}
+
+func TestBcastPlanned(t *testing.T) {
+	const n = 8
+	model := mixedModel(n)
+	comms := startWorld(t, n, "mem", func(c *Config) { c.Model = model })
+	sizes := []int{0, 1, 8191, 8193, 100003, 1<<20 + 3}
+	algos := []collective.Algorithm{collective.Auto, collective.BcastBinomial, collective.BcastPipeline}
+	// The cases cover both trees and messages sent whole and in pieces.
+	kinds := map[string]bool{}
+	for _, algo := range algos {
+		for _, size := range sizes {
+			p, err := collective.PlanBcast(model, 0, int64(size), algo)
+			require.NoError(t, err)
+			kinds[fmt.Sprintf("%s/%v", p.Algorithm, p.Chunks > 1)] = true
+		}
+	}
+	require.Len(t, kinds, 4, "plans made: %v", kinds)
+	commtest.OnAll(t, comms, func(c *Comm) error {
+		for _, algo := range algos {
+			ctx := WithAlgorithm(context.Background(), algo)
+			for _, size := range sizes {
+				for root := 0; root < n; root++ {
+					want := pattern(root, size, 3, size)
+					var data []byte
+					if c.Rank() == root {
+						data = want
+					}
+					got, err := c.Bcast(ctx, root, data)
+					if err != nil {
+						return fmt.Errorf("%s, %d bytes from %d: %w", algo, size, root, err)
+					}
+					if !bytes.Equal(got, want) {
+						return fmt.Errorf("%s, %d bytes from %d: wrong data", algo, size, root)
+					}
+				}
+			}
+		}
+		// Into a caller's buffer, large enough or not.
+		for _, capacity := range []int{10, 1 << 21} {
+			buf := make([]byte, capacity)
+			want := pattern(1, capacity, 4, 1<<20)
+			var data []byte
+			if c.Rank() == 1 {
+				data = want
+			}
+			got, err := c.bcast(context.Background(), 1, data, buf)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(got, want) {
+				return fmt.Errorf("into a buffer of %d bytes: wrong data", capacity)
+			}
+			if c.Rank() != 1 && capacity >= len(want) && &got[0] != &buf[0] {
+				return fmt.Errorf("a large enough buffer was not used")
+			}
+		}
+		return nil
+	})
+}
+
+func TestBcastAlgorithmMismatch(t *testing.T) {
+	const n = 6
+	model := mixedModel(n)
+	bin, err := collective.PlanBcast(model, 0, 1<<20, collective.BcastBinomial)
+	require.NoError(t, err)
+	pipe, err := collective.PlanBcast(model, 0, 1<<20, collective.BcastPipeline)
+	require.NoError(t, err)
+	require.NotEqual(t, bin.Parent, pipe.Parent, "the test needs two different trees")
+	comms := startWorld(t, n, "mem", func(c *Config) { c.Model = model })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func(r int, c *Comm) {
+			defer wg.Done()
+			algo := collective.BcastPipeline
+			if r%2 == 1 {
+				algo = collective.BcastBinomial
+			}
+			var data []byte
+			if r == 0 {
+				data = make([]byte, 1<<20)
+			}
+			_, errs[r] = c.Bcast(WithAlgorithm(ctx, algo), 0, data)
+		}(r, c)
+	}
+	wg.Wait()
+	require.NoError(t, ctx.Err(), "the ranks waited for the deadline: %v", errs)
+	mismatch := false
+	for _, err := range errs {
+		mismatch = mismatch || errors.Is(err, ErrMismatch)
+	}
+	require.True(t, mismatch, "no rank reported the mismatch: %v", errs)
+	// The communicator is broken on every rank that did not finish.
+	for r, c := range comms {
+		if errs[r] != nil {
+			require.Error(t, c.Barrier(ctx), "rank %d", r)
+		}
+	}
+}
+
+func TestWithAlgorithm(t *testing.T) {
+	ctx := WithAlgorithm(context.Background(), collective.BcastPipeline)
+	require.Equal(t, collective.BcastPipeline, algorithmFor(ctx, "", collective.BcastBinomial, collective.BcastPipeline))
+	// Another collective's algorithm is ignored.
+	require.Equal(t, collective.AllreduceRSAG, algorithmFor(ctx, collective.AllreduceRSAG, collective.AllreduceTree, collective.AllreduceRSAG))
+	require.Equal(t, collective.Auto, algorithmFor(WithAlgorithm(ctx, collective.Auto), collective.BcastBinomial, collective.BcastBinomial))
+	require.Equal(t, collective.BcastBinomial, algorithmFor(context.Background(), collective.BcastBinomial))
+	_, err := Config{Bcast: "ring"}.normalize()
+	require.ErrorContains(t, err, `unknown Bcast algorithm "ring"`)
+}
