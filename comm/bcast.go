@@ -122,6 +122,18 @@ func (c *Comm) planBcast(root int, size int64, algo collective.Algorithm) (*coll
 func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) error {
 	size := int64(len(data))
 	pieces := max(plan.Chunks, 1)
+	if pieces == 1 {
+		// Sent whole: start every child's send, then wait for them all.
+		var dones []func() error
+		for _, child := range plan.Children[c.rank] {
+			done, err := k.isendSeq(child, data, false, bcastFirst|uint64(size))
+			if err != nil {
+				return err
+			}
+			dones = append(dones, done)
+		}
+		return finishAll(dones)
+	}
 	piece := func(i int) []byte {
 		lo := min(int64(i)*plan.Chunk, size)
 		hi := min(lo+plan.Chunk, size)
@@ -155,8 +167,8 @@ func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) 
 					useq = bcastFirst | uint64(size)
 				}
 				// Pieces go eagerly, so that none waits a round trip for
-				// a grant; a message sent whole takes the usual path.
-				done, err := sk.isendSeq(child, piece(i), pieces > 1, useq)
+				// a grant.
+				done, err := sk.isendSeq(child, piece(i), true, useq)
 				if err == nil {
 					err = done()
 				}
@@ -168,7 +180,7 @@ func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) 
 			}
 		}(child)
 	}
-	if c.rank != plan.Root && pieces > 1 {
+	if c.rank != plan.Root {
 		if err := c.receivePieces(&sk, plan, pieces, piece, ready); err != nil {
 			errs <- err
 			cancel()
@@ -185,7 +197,7 @@ func (c *Comm) receivePieces(k *coll, plan *collective.BcastPlan, pieces int, pi
 	parent := plan.Parent[c.rank]
 	reqs := make([]*recvReq, pieces)
 	for i := 1; i < pieces; i++ {
-		reqs[i] = k.postSeq(parent, uint64(i))
+		reqs[i] = k.postSeqInto(parent, uint64(i), piece(i))
 	}
 	for i := 1; i < pieces; i++ {
 		dst := piece(i)

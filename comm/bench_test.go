@@ -79,3 +79,36 @@ func BenchmarkAllreduce(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBcast measures one Bcast from rank 0 of bytes=N on 4
+// in-process ranks over loopback TCP, with each tree forced and chosen
+// by the model (auto).
+func BenchmarkBcast(b *testing.B) {
+	for _, size := range []int{8, 64 << 10, 1 << 20, 8 << 20} {
+		for _, algo := range []collective.Algorithm{collective.BcastBinomial, collective.BcastPipeline, collective.Auto} {
+			b.Run(fmt.Sprintf("bytes=%d/algo=%s", size, algo), func(b *testing.B) {
+				comms := startWorld(b, 4, "tcp", func(c *Config) { c.Bcast = algo })
+				data := make([]byte, size)
+				b.SetBytes(int64(size))
+				ctx := context.Background()
+				for b.Loop() {
+					var wg sync.WaitGroup
+					for r, c := range comms {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							var in []byte
+							if r == 0 {
+								in = data
+							}
+							if _, err := c.Bcast(ctx, 0, in); err != nil {
+								b.Error(err)
+							}
+						}()
+					}
+					wg.Wait()
+				}
+			})
+		}
+	}
+}

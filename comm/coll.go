@@ -133,6 +133,12 @@ func (k *coll) postSeq(src int, useq uint64) *recvReq {
 	return k.c.w.post(collCtx(k.c.id), k.c.group[src], k.tag, int64(useq), false)
 }
 
+// postSeqInto is postSeq for a message that is to land in buf as it
+// arrives, when it comes eagerly (pass the same buf to finishInto).
+func (k *coll) postSeqInto(src int, useq uint64, buf []byte) *recvReq {
+	return k.c.w.postInto(collCtx(k.c.id), k.c.group[src], k.tag, int64(useq), false, buf)
+}
+
 // finishInto completes a collective receive into buf when it is large
 // enough (a new slice otherwise).
 func (k *coll) finishInto(r *recvReq, buf []byte) ([]byte, error) {

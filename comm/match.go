@@ -7,7 +7,9 @@ package comm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/hetcomm/hetcomm/transport"
 )
@@ -64,9 +66,13 @@ type recvReq struct {
 	tag   int32
 	useq  int64 // the message's sequence number, or -1 for any
 	probe bool
-	done  chan struct{}
-	msg   *inMsg
-	err   error
+	// land, when set, is where an eager payload matching exactly (source,
+	// tag and sequence number) is written as it arrives (world.alloc),
+	// instead of a pooled buffer it would be copied out of.
+	land []byte
+	done chan struct{}
+	msg  *inMsg
+	err  error
 }
 
 // mqueue holds one context's unmatched messages and receives.
@@ -91,8 +97,15 @@ func (w *world) alloc(h transport.Header) []byte {
 	}
 	now := time.Now()
 	w.busySince[peer].Store(now.UnixNano())
-	if h.Type == transport.MsgEager && poolClass(int(h.Len)) >= 0 {
-		return getPayload(int(h.Len))
+	if h.Type == transport.MsgEager {
+		if w.landers.Load() > 0 {
+			if b := w.landFor(peer, h); b != nil {
+				return b
+			}
+		}
+		if poolClass(int(h.Len)) >= 0 {
+			return getPayload(int(h.Len))
+		}
 	}
 	if h.Type != transport.MsgRndvData {
 		return nil
@@ -105,6 +118,30 @@ func (w *world) alloc(h transport.Header) []byte {
 	}
 	s.begin = now
 	return s.buf[:h.Len]
+}
+
+// landFor returns the buffer of the posted receive that waits for
+// exactly this eager message (recvReq.land), and notes which receive it
+// is for, so that deliver gives the message to that one.
+func (w *world) landFor(peer int, h transport.Header) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[h.Comm]
+	if q == nil {
+		return nil
+	}
+	for _, r := range q.posted {
+		if r.land != nil && r.src == peer && r.tag == h.Tag && r.useq >= 0 && uint64(r.useq) == h.Seq && uint64(cap(r.land)) >= h.Len {
+			b := r.land[:h.Len]
+			r.land = nil // one message
+			w.landers.Add(-1)
+			if len(b) > 0 {
+				w.landing[unsafe.SliceData(b)] = r
+			}
+			return b
+		}
+	}
+	return nil
 }
 
 // queue returns a context's queue (w.mu held).
@@ -127,9 +164,27 @@ func (w *world) deliver(ctxID uint32, m *inMsg) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queue(ctxID)
+	if len(w.landing) > 0 && !m.rndv && len(m.data) > 0 {
+		if r, ok := w.landing[unsafe.SliceData(m.data)]; ok {
+			delete(w.landing, unsafe.SliceData(m.data))
+			if i := slices.Index(q.posted, r); i >= 0 {
+				q.posted = append(q.posted[:i], q.posted[i+1:]...)
+				r.msg = m
+				close(r.done)
+				return
+			}
+			// The receive was withdrawn meanwhile: the payload must not
+			// stay in its buffer, which is the caller's again.
+			m.data = append([]byte(nil), m.data...)
+		}
+	}
 	for i, r := range q.posted {
 		if matches(r, m) {
 			q.posted = append(q.posted[:i], q.posted[i+1:]...)
+			if r.land != nil {
+				r.land = nil
+				w.landers.Add(-1)
+			}
 			r.msg = m
 			close(r.done)
 			return
@@ -151,6 +206,12 @@ func (w *world) deliver(ctxID uint32, m *inMsg) {
 // post posts a receive (or a probe, which does not consume): it matches
 // the oldest matching queued message, or waits.
 func (w *world) post(ctxID uint32, src int, tag int32, useq int64, probe bool) *recvReq {
+	return w.postInto(ctxID, src, tag, useq, probe, nil)
+}
+
+// postInto is post with a buffer an eager payload that matches exactly
+// lands in (recvReq.land): src and useq must be given, not wildcards.
+func (w *world) postInto(ctxID uint32, src int, tag int32, useq int64, probe bool, land []byte) *recvReq {
 	r := &recvReq{src: src, tag: tag, useq: useq, probe: probe, done: make(chan struct{})}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -175,6 +236,10 @@ func (w *world) post(ctxID uint32, src int, tag int32, useq int64, probe bool) *
 	case probe:
 		q.probes = append(q.probes, r)
 	default:
+		if land != nil && src != anySource && useq >= 0 && cap(land) > 0 {
+			r.land = land
+			w.landers.Add(1)
+		}
 		q.posted = append(q.posted, r)
 	}
 	return r
@@ -193,6 +258,10 @@ func (w *world) unpost(ctxID uint32, r *recvReq) {
 	for i, x := range *list {
 		if x == r {
 			*list = append((*list)[:i], (*list)[i+1:]...)
+			if r.land != nil {
+				r.land = nil
+				w.landers.Add(-1)
+			}
 			return
 		}
 	}

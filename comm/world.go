@@ -45,9 +45,14 @@ type world struct {
 	railDown  map[int]float64      // under driftMu: peers whose rails failed -> surviving rate
 	railSets  []*transport.RailSet // by peer: the pairs with several rails
 
-	mu        sync.Mutex
-	queues    map[uint32]*mqueue
-	slots     map[slotKey]*slot
+	mu     sync.Mutex
+	queues map[uint32]*mqueue
+	slots  map[slotKey]*slot
+	// landers counts the posted receives with a buffer to land an eager
+	// payload in (recvReq.land); landing maps such a payload, by its
+	// first byte, to its receive until deliver hands it over (w.mu).
+	landers   atomic.Int32
+	landing   map[*byte]*recvReq
 	failed    []error         // by peer: why it failed, nil while alive
 	graceful  []bool          // by peer: it left with a goodbye (not a failure)
 	failCh    []chan struct{} // by peer: closed when it failed
@@ -94,6 +99,7 @@ func newWorld(boot *bootstrap.Bootstrap, cfg Config) *world {
 		log:          cfg.Logger,
 		links:        make([]transport.Link, n),
 		queues:       map[uint32]*mqueue{},
+		landing:      map[*byte]*recvReq{},
 		slots:        map[slotKey]*slot{},
 		failed:       make([]error, n),
 		graceful:     make([]bool, n),
