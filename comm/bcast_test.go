@@ -142,3 +142,18 @@ func TestWithAlgorithm(t *testing.T) {
 	_, err := Config{Bcast: "ring"}.normalize()
 	require.ErrorContains(t, err, `unknown Bcast algorithm "ring"`)
 }
+
+// TestMachines: ranks on one machine are one machine to the segment
+// probe, over loopback sockets and in-process links alike, so that it
+// does not mistake the machine's CPUs for a shared network segment.
+func TestMachines(t *testing.T) {
+	for _, tr := range []string{"mem", "tcp"} {
+		comms := startWorld(t, 4, tr, nil)
+		hosts := comms[0].w.machines()
+		require.Len(t, hosts, 4, tr)
+		for _, h := range hosts {
+			require.NotEmpty(t, h, tr)
+			require.Equal(t, hosts[0], h, "%s: %v", tr, hosts)
+		}
+	}
+}

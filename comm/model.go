@@ -37,6 +37,9 @@ func (w *world) probe(ctx context.Context, mode netprobe.Mode) error {
 	}
 	pcfg := w.cfg.ProbeConfig
 	pcfg.Cuts = append(w.subnetCuts(), pcfg.Cuts...)
+	if pcfg.Hosts == nil {
+		pcfg.Hosts = w.machines()
+	}
 	res, err := netprobe.Directory(ctx, port, mode, pcfg, dir, w.probeKey(), func(msg string) {
 		w.log.Warn("comm: " + msg)
 	})
@@ -84,6 +87,36 @@ func (w *world) subnetCuts() [][]int {
 		cuts = append(cuts, groups[k])
 	}
 	return cuts
+}
+
+// machines names the machine every rank runs on, for the segment probe
+// (netprobe.Config.Hosts): its first rail's address (every loopback
+// address is one machine), or, on in-process links (mem), its host name
+// and process. Host names alone do not tell network namespaces of one
+// machine apart, which testbeds use as hosts.
+func (w *world) machines() []string {
+	if w.dir == nil {
+		return nil
+	}
+	out := make([]string, len(w.dir.Peers))
+	for r, p := range w.dir.Peers {
+		hosts := p.RailHosts()
+		var ip net.IP
+		if len(hosts) > 0 {
+			ip = net.ParseIP(hosts[0])
+		}
+		switch {
+		case w.kind == transport.KindMem:
+			out[r] = fmt.Sprintf("%s/%d", p.Host, p.PID)
+		case ip != nil && ip.IsLoopback():
+			out[r] = "loopback"
+		case ip != nil:
+			out[r] = ip.String()
+		case len(hosts) > 0:
+			out[r] = hosts[0]
+		}
+	}
+	return out
 }
 
 // probeKey names this world's network for the model cache.

@@ -73,6 +73,12 @@ type Config struct {
 	// Cuts are the cuts the segment probe tests first, each given as the
 	// ranks of one side (comm passes the ranks of each subnet).
 	Cuts [][]int
+	// Hosts, when set, names the host of every rank (comm passes each
+	// rank's address). No network segment lies between ranks of one
+	// host, so the segment probe tests no cut that splits a host's ranks:
+	// on one machine, concurrent flows are limited by its CPUs and memory,
+	// which a segment would misdescribe. "" matches no other rank.
+	Hosts []string
 }
 
 func (c Config) withDefaults() Config {

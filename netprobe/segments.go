@@ -81,7 +81,7 @@ func probeSegments(ctx context.Context, p Port, m *collective.Model, cfg Config)
 	plain.Segments = nil
 	f := collective.FabricFromModel(&plain)
 	var probes []CutProbe
-	for _, a := range candidateCuts(m, cfg.Cuts) {
+	for _, a := range candidateCuts(m, cfg.Cuts, cfg.Hosts) {
 		segs, cut, err := probeCut(ctx, p, f, a, cfg)
 		if err != nil {
 			return nil, nil, fmt.Errorf("netprobe: segment probe of %v: %w", a, err)
@@ -100,12 +100,26 @@ func probeSegments(ctx context.Context, p Port, m *collective.Model, cfg Config)
 // rates suggest (Clusters: the slowest links between two groups), and
 // the halving that launchers make of two equal clusters (ranks below
 // n/2). Both sides need two ranks at least: with one, a segment cannot be
-// told from that rank's NIC, whose pairwise rates already include it.
-// At most three are tested.
-func candidateCuts(m *collective.Model, hints [][]int) [][]int {
+// told from that rank's NIC, whose pairwise rates already include it. A
+// cut that puts ranks of one host (hosts, when known) on both sides is
+// left out. At most three are tested.
+func candidateCuts(m *collective.Model, hints [][]int, hosts []string) [][]int {
 	n := m.Size()
 	var out [][]int
 	seen := cutSet{}
+	splitsHost := func(in []bool) bool {
+		side := map[string]bool{}
+		for r := 0; r < n && r < len(hosts); r++ {
+			if hosts[r] == "" {
+				continue
+			}
+			if s, ok := side[hosts[r]]; ok && s != in[r] {
+				return true
+			}
+			side[hosts[r]] = in[r]
+		}
+		return false
+	}
 	add := func(side []int) {
 		in := make([]bool, n)
 		var a []int
@@ -119,7 +133,7 @@ func candidateCuts(m *collective.Model, hints [][]int) [][]int {
 				a = append(a, r)
 			}
 		}
-		if len(a) < 2 || n-len(a) < 2 || len(out) == 3 || !seen.add(in) {
+		if len(a) < 2 || n-len(a) < 2 || len(out) == 3 || splitsHost(in) || !seen.add(in) {
 			return
 		}
 		out = append(out, a)

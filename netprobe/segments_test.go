@@ -106,10 +106,16 @@ func TestCandidateCuts(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, [][]int{{0, 2}, {0, 1, 2}}, candidateCuts(m, nil), "Clusters' cut, then the halves")
+	require.Equal(t, [][]int{{0, 2}, {0, 1, 2}}, candidateCuts(m, nil, nil), "Clusters' cut, then the halves")
 	require.Equal(t, [][]int{{4, 5}, {1, 3, 4, 5}, {0, 1, 2}},
-		candidateCuts(m, [][]int{{4, 5, 9}, {0, 1, 2, 3}, {3}, {1, 3, 4, 5}}),
+		candidateCuts(m, [][]int{{4, 5, 9}, {0, 1, 2, 3}, {3}, {1, 3, 4, 5}}, nil),
 		"a hint's complement ({0,1,2,3} of {4,5}; Clusters' {0,2} of the last hint) and a one-rank side are skipped")
-	require.Len(t, candidateCuts(m, [][]int{{0, 1}, {0, 3}, {0, 4}, {0, 5}}), 3)
-	require.Empty(t, candidateCuts(collective.NewUniformModel(3, 0, 1), nil), "no side of two with two left")
+	require.Len(t, candidateCuts(m, [][]int{{0, 1}, {0, 3}, {0, 4}, {0, 5}}, nil), 3)
+	require.Empty(t, candidateCuts(collective.NewUniformModel(3, 0, 1), nil, nil), "no side of two with two left")
+	// Two ranks per host: only cuts that keep each host's ranks together.
+	hosts := []string{"a", "b", "a", "c", "c", ""}
+	require.Equal(t, [][]int{{1, 3, 4, 5}, {0, 1, 2}}, candidateCuts(m, [][]int{{0, 1}, {1, 3, 4, 5}}, hosts),
+		"{0,1} splits host a; Clusters' {0,2} is the hint's complement")
+	one := []string{"vm", "vm", "vm", "vm", "vm", "vm"}
+	require.Empty(t, candidateCuts(m, [][]int{{0, 1, 2}}, one), "one machine: no cut")
 }
