@@ -43,9 +43,10 @@ func startWorldOn(t testing.TB, n int, transportName string, netw transport.Netw
 	} else {
 		coord = freePort(t)
 	}
+	cache := t.TempDir() // models a test probes stay out of the user's cache
 	return commtest.Start(t, n, func(b *bootstrap.Bootstrap) (*Comm, error) {
 		b.Coord, b.Transport = coord, transportName
-		cfg := &Config{Bootstrap: b, Network: netw, Probe: netprobe.ModeOff} // probe tests turn it on
+		cfg := &Config{Bootstrap: b, Network: netw, Probe: netprobe.ModeOff, CacheDir: cache} // probe tests turn it on
 		if tweak != nil {
 			tweak(cfg)
 		}
