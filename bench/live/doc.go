@@ -3,10 +3,13 @@
 //
 //   - `hetbench live` ([LiveCommand]) starts N ranks of the hetbench
 //     executable through hetrun's launcher, runs Alltoallv, multiple
-//     multicast, redistribution, Bcast or Allgather on them and reports
-//     OSU-style timings beside the planner's prediction and lower bound;
-//     with -peer mpi it runs the same pattern with Open MPI
-//     (bench/peer/alltoallv.c) and prints the ratio;
+//     multicast, redistribution, Bcast, Allgather or Allreduce on them
+//     (Bcast and Allreduce with each of their algorithms, forced with
+//     comm.WithAlgorithm, each result checked once before it is timed)
+//     and reports OSU-style timings beside the planner's prediction and
+//     the lower bounds; with -peer mpi it runs the same pattern with Open
+//     MPI (bench/peer/alltoallv.c: MPI_Alltoallv, MPI_Ibcast, MPI_Bcast,
+//     MPI_Allgather or MPI_Allreduce) and prints the ratio;
 //   - `hetbench probe` ([ProbeCommand]) starts N ranks, probes every link
 //     and prints (or writes) the cost model;
 //   - `hetbench synthetic` ([SyntheticCommand]) runs the multi-network

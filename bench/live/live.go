@@ -43,8 +43,15 @@ type LiveRecord struct {
 	// (collective.Fabric.Bound): ranks limited by their interfaces, not
 	// one message at a time, and flows by the segments they cross.
 	FabricBound float64 `json:"fabric_bound_s,omitempty"`
+	// BoundBy is the resource that sets FabricBound ("rank 0 egress").
+	BoundBy string `json:"bound_by,omitempty"`
 	// Chosen is what Auto resolved to.
 	Chosen string `json:"chosen,omitempty"`
+	// Chunks is the number of pieces a Bcast's plan sends the message in.
+	Chunks int `json:"chunks,omitempty"`
+	// Note says what the plan was (a Bcast's tree and pieces, an
+	// Allreduce's predictions) and what sets the bound.
+	Note string `json:"note,omitempty"`
 	// Groups are a redistribution's senders and receivers.
 	Groups [][]int `json:"groups,omitempty"`
 }
@@ -63,10 +70,10 @@ type liveFlags struct {
 }
 
 func (f *liveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.collective, "collective", "alltoallv", "collective: alltoallv, multicast, redistribute, bcast or allgather")
+	fs.StringVar(&f.collective, "collective", "alltoallv", "collective: alltoallv, multicast, redistribute, bcast (from rank 0), allgather or allreduce (a vector of bytes/8 float64s, summed)")
 	fs.StringVar(&f.pattern, "pattern", "", "pattern: alltoallv "+strings.Join(Patterns, ", ")+" (default uniform); multicast allbcast (default) or multi (25% of the ranks are sources, random destinations); redistribute random")
-	fs.StringVar(&f.bytes, "bytes", "65536,1048576", "comma-separated message sizes (the pattern's largest message)")
-	fs.StringVar(&f.algos, "algo", "", "comma-separated algorithms, or all: alltoallv caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive, paced (default openshop,naive); multicast fef ... rrsp, auto, naive (default rrp,naive); redistribute ggp, oggp, bruteforce, paced, each optionally +perpair (no barrier between steps) (default oggp,bruteforce)")
+	fs.StringVar(&f.bytes, "bytes", "65536,1048576", "comma-separated message sizes (the pattern's largest message; bcast the message, allgather each rank's block, allreduce the vector)")
+	fs.StringVar(&f.algos, "algo", "", "comma-separated algorithms, or all: alltoallv caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive, paced (default openshop,naive); multicast fef ... rrsp, auto, naive (default rrp,naive); redistribute ggp, oggp, bruteforce, paced, each optionally +perpair (no barrier between steps) (default oggp,bruteforce); bcast auto, binomial, pipeline (default all three); allgather default; allreduce auto, tree, rsag (default all three)")
 	fs.StringVar(&f.groups, "groups", "", "redistribute: the two groups as ranks, e.g. 0,1,2,3:4,5,6,7 (default: collective.Clusters of the probed model, else the two halves)")
 	fs.IntVar(&f.k, "k", 0, "redistribute: the backbone's concurrency k (0: measured with ProbeBackbone)")
 	fs.IntVar(&f.iters, "iters", 20, "timed iterations per size and algorithm")
@@ -117,7 +124,8 @@ func (f *liveFlags) defaults() {
 		f.pattern = map[string]string{"alltoallv": "uniform", "multicast": "allbcast", "redistribute": "random"}[f.collective]
 	}
 	if f.algos == "" {
-		f.algos = map[string]string{"alltoallv": "openshop,naive", "multicast": "rrp,naive", "redistribute": "oggp,bruteforce"}[f.collective]
+		f.algos = map[string]string{"alltoallv": "openshop,naive", "multicast": "rrp,naive", "redistribute": "oggp,bruteforce",
+			"bcast": "auto,binomial,pipeline", "allgather": "default", "allreduce": "auto,tree,rsag"}[f.collective]
 	}
 }
 
@@ -133,10 +141,10 @@ func (f *liveFlags) algorithms() ([]collective.Algorithm, error) {
 		kind = collective.KindMulticast
 	case "redistribute":
 		kind = collective.KindRedistribute
-	case "bcast", "allgather":
-		return []collective.Algorithm{"default"}, nil
+	case "bcast", "allgather", "allreduce":
+		return fixedAlgorithmsOf(f.collective, f.algos)
 	default:
-		return nil, fmt.Errorf("bench: unknown collective %q (want alltoallv, multicast, redistribute, bcast or allgather)", f.collective)
+		return nil, fmt.Errorf("bench: unknown collective %q (want alltoallv, multicast, redistribute, bcast, allgather or allreduce)", f.collective)
 	}
 	if f.algos == "all" {
 		all := collective.Algorithms(kind)
@@ -201,6 +209,16 @@ Flags:
 		fmt.Fprintln(stderr, "hetbench live:", err)
 		return bench.ExitUsage
 	}
+	if *peer != "" {
+		if *peer != "mpi" {
+			fmt.Fprintf(stderr, "hetbench live: unknown -peer %q (want mpi)\n", *peer)
+			return bench.ExitUsage
+		}
+		if !mpiPeerSupports(lf.collective) {
+			fmt.Fprintln(stderr, "hetbench live: -peer mpi supports -collective "+strings.Join(mpiPeerCollectives, ", "))
+			return bench.ExitUsage
+		}
+	}
 	n, transport, hosts, rsh := lc.n, lc.transport, lc.hosts, lc.rsh
 	if *n < 1 {
 		fmt.Fprintln(stderr, "hetbench live: -n must be at least 1")
@@ -241,19 +259,12 @@ Flags:
 		return bench.ExitError
 	}
 	if *peer != "" {
-		if *peer != "mpi" {
-			fmt.Fprintf(stderr, "hetbench live: unknown -peer %q (want mpi)\n", *peer)
-			return bench.ExitUsage
-		}
-		if lf.collective != "alltoallv" && lf.collective != "multicast" && lf.collective != "redistribute" {
-			fmt.Fprintln(stderr, "hetbench live: -peer mpi supports -collective alltoallv, multicast and redistribute")
-			return bench.ExitUsage
-		}
 		prec, err := runMPIPeer(ctx, lf, *n, *hosts, *rsh, *peerIf, recs, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "hetbench live: mpi peer:", err)
 			return bench.ExitError
 		}
+		printMPIRecords(stdout, lf, *n, *peerIf, prec, recs)
 		recs = append(recs, prec...)
 		printRatios(stdout, recs)
 	}
@@ -325,8 +336,15 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 	defer startCPUProfile(me)()
 	var recs []LiveRecord
 	if me == 0 {
-		fmt.Fprintf(stdout, "# hetcomm %s, pattern %s, %d ranks, transport %s, %d iterations (+%d warm-up)\n", lf.collective, lf.pattern, n, *tname, lf.iters, lf.warmup)
-		fmt.Fprintf(stdout, "# %-10s %-12s %14s %14s %14s %14s %14s %14s %14s %14s %8s\n", "Size", "Algorithm", "Avg(us)", "Min(us)", "Max(us)", "P50(us)", "P99(us)", "LowerBnd(us)", "FabricBnd(us)", "Predicted(us)", "Meas/Bnd")
+		what := lf.collective
+		if lf.pattern != "" {
+			what += ", pattern " + lf.pattern
+		}
+		if lf.collective == "bcast" {
+			what += fmt.Sprintf(" from rank %d", bcastRoot)
+		}
+		fmt.Fprintf(stdout, "# hetcomm %s, %d ranks, transport %s, %d iterations (+%d warm-up)\n", what, n, *tname, lf.iters, lf.warmup)
+		liveHeader(stdout)
 	}
 	for _, size := range sizes {
 		var sz [][]int64
@@ -343,15 +361,19 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		for _, algo := range algos {
-			run, lb, pred, nicb, total2, err := liveOp(ctx, c, lf, sz, size, algo)
-			if total2 > 0 {
-				total = total2
-			}
+			lc, err := liveOp(ctx, c, lf, sz, size, algo)
 			if err != nil {
 				fmt.Fprintln(stderr, "hetbench live:", err)
 				return bench.ExitError
 			}
-			times, err := timeLiveOp(ctx, c, lf, run, size, algo)
+			if lc.total > 0 {
+				total = lc.total
+			}
+			if err := checkLiveOp(ctx, c, lf, lc, size, algo); err != nil {
+				fmt.Fprintln(stderr, err)
+				return bench.ExitError
+			}
+			times, err := timeLiveOp(ctx, c, lf, lc.run, size, algo)
 			if err != nil {
 				fmt.Fprintln(stderr, err)
 				return bench.ExitError
@@ -366,7 +388,8 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			r := LiveRecord{System: "hetcomm", Collective: lf.collective, Algorithm: string(algo), Pattern: lf.pattern, Transport: *tname,
-				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, LowerBound: lb, Predicted: pred, FabricBound: nicb}
+				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, LowerBound: lc.lb, Predicted: lc.pred, FabricBound: lc.fabric,
+				BoundBy: lc.boundBy, Chosen: lc.chosen, Chunks: lc.chunks, Note: lc.note}
 			recs = append(recs, reportLive(stdout, c, lf, r, times))
 		}
 	}
@@ -452,29 +475,52 @@ func reportLive(w io.Writer, c *comm.Comm, lf liveFlags, r LiveRecord, times []f
 	name := r.Algorithm
 	if algo == collective.Auto && lf.collective == "alltoallv" {
 		r.Chosen = string(c.LastAlgorithm())
+	}
+	if r.Chosen != "" {
 		name += "=" + r.Chosen
 	}
 	if lf.collective == "redistribute" {
 		s, rc, _ := liveGroups(c, lf.groups)
 		r.Groups = [][]int{s, rc}
 	}
-	ratioS := "-"
-	if b := r.FabricBound; b > 0 {
-		ratioS = fmt.Sprintf("%.3f", st.Median/b)
-	} else if b := r.LowerBound; b > 0 {
-		ratioS = fmt.Sprintf("%.3f", st.Median/b)
-	}
-	fmt.Fprintf(w, "  %-10d %-12s %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %8s\n", r.Bytes, name,
-		st.Mean*1e6, st.Min*1e6, st.Max*1e6, st.Median*1e6, st.P99*1e6, r.LowerBound*1e6, r.FabricBound*1e6, r.Predicted*1e6, ratioS)
+	printLiveRow(w, r, name)
 	return r
 }
 
-// liveOp prepares one collective and returns the function that runs it
-// once, with the lower bound, the prediction (Alltoallv: on the fabric the
-// model implies) and (Alltoallv) the interface bound under the comm's
-// model (zero when no model is known), and the
-// bytes it moves when the caller's matrix does not say.
-func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size int64, algo collective.Algorithm) (func(context.Context) error, float64, float64, float64, int64, error) {
+// liveHeader is the header of the OSU-style table.
+func liveHeader(w io.Writer) {
+	fmt.Fprintf(w, "# %-10s %-14s %14s %14s %14s %14s %14s %14s %14s %14s %8s  %s\n", "Size", "Algorithm", "Avg(us)", "Min(us)", "Max(us)", "P50(us)", "P99(us)", "LowerBnd(us)", "FabricBnd(us)", "Predicted(us)", "Meas/Bnd", "Plan")
+}
+
+// printLiveRow prints r's row of the table, its algorithm as name: the
+// median over the fabric bound (else over the lower bound), "-" when
+// neither is known.
+func printLiveRow(w io.Writer, r LiveRecord, name string) {
+	ratioS := "-"
+	if b := r.FabricBound; b > 0 {
+		ratioS = fmt.Sprintf("%.3f", r.MedianS/b)
+	} else if b := r.LowerBound; b > 0 {
+		ratioS = fmt.Sprintf("%.3f", r.MedianS/b)
+	}
+	fmt.Fprintf(w, "  %-10d %-14s %14.1f %14.1f %14.1f %14.1f %14.1f %14s %14s %14s %8s  %s\n", r.Bytes, name,
+		r.AvgS*1e6, r.MinS*1e6, r.MaxS*1e6, r.MedianS*1e6, r.P99S*1e6, micros(r.LowerBound), micros(r.FabricBound), micros(r.Predicted), ratioS, r.Note)
+}
+
+// micros writes seconds as microseconds, and 0 (unknown) as "-".
+func micros(s float64) string {
+	if s == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", s*1e6)
+}
+
+// liveOp prepares one collective: the function that runs it once, the
+// one that checks its result (Bcast, Allgather, Allreduce), the lower
+// bound, the prediction (Alltoallv: on the fabric the model implies) and
+// (Alltoallv, Bcast, Allgather) the bound on the fabric the comm's model
+// implies (zero when no model is known), and the bytes it moves when the
+// caller's matrix does not say.
+func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size int64, algo collective.Algorithm) (liveCase, error) {
 	me, n := c.Rank(), c.Size()
 	switch lf.collective {
 	case "alltoallv":
@@ -485,10 +531,11 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 			bufs[j] = make([]byte, sz[j][me])
 		}
 		var lb, pred, nicb float64
+		var boundBy string
 		if m := c.Model(); m != nil {
 			x := &collective.Exchange{Bytes: sz}
 			if fb, err := collective.FabricFromModel(m).Bound(x); err == nil {
-				nicb = fb.Seconds
+				nicb, boundBy = fb.Seconds, fb.Resource
 			}
 			// The one-port bound of the total-exchange paper.
 			if p, err := collective.PlanExchange(m, x, collective.OpenShop, collective.Options{Seed: 1}); err == nil {
@@ -500,7 +547,7 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 				pred = p.Predicted
 			}
 		}
-		return func(ctx context.Context) error {
+		run := func(ctx context.Context) error {
 			recv, err := c.AlltoallvWith(ctx, send, comm.AlltoallvOptions{Algorithm: algo, Recv: bufs})
 			if err != nil {
 				return err
@@ -511,11 +558,12 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 				}
 			}
 			return nil
-		}, lb, pred, nicb, 0, nil
+		}
+		return liveCase{run: run, lb: lb, pred: pred, fabric: nicb, boundBy: boundBy, note: joinNote("", boundBy)}, nil
 	case "multicast":
 		pat, err := MulticastPattern(lf.pattern, n, size, lf.seed)
 		if err != nil {
-			return nil, 0, 0, 0, 0, err
+			return liveCase{}, err
 		}
 		msgs := make([]comm.MulticastMsg, len(pat.Messages))
 		var total int64
@@ -534,14 +582,15 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 				lb, _ = collective.MulticastLowerBound(c.Model(), pat)
 			}
 		}
-		return func(ctx context.Context) error {
+		run := func(ctx context.Context) error {
 			_, err := c.MulticastWith(ctx, msgs, comm.MulticastOptions{Algorithm: algo})
 			return err
-		}, lb, pred, 0, total, nil
+		}
+		return liveCase{run: run, lb: lb, pred: pred, total: total}, nil
 	case "redistribute":
 		senders, receivers, err := liveGroups(c, lf.groups)
 		if err != nil {
-			return nil, 0, 0, 0, 0, err
+			return liveCase{}, err
 		}
 		bytes := RedistributionSizes(len(senders), len(receivers), size, lf.seed)
 		var send [][]byte
@@ -567,7 +616,7 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 		if o.K == 0 {
 			// Measure the backbone once, here, so timings do not include it.
 			if o.K, _, err = c.ProbeBackbone(ctx, senders, receivers); err != nil {
-				return nil, 0, 0, 0, 0, err
+				return liveCase{}, err
 			}
 		}
 		var lb, pred float64
@@ -576,24 +625,19 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 				lb, pred = p.LowerBound, p.Predicted
 			}
 		}
-		return func(ctx context.Context) error {
+		run := func(ctx context.Context) error {
 			_, err := c.Redistribute(ctx, senders, receivers, send, o)
 			return err
-		}, lb, pred, 0, total, nil
+		}
+		return liveCase{run: run, lb: lb, pred: pred, total: total}, nil
 	case "bcast":
-		data := make([]byte, size)
-		return func(ctx context.Context) error {
-			_, err := c.Bcast(ctx, 0, data)
-			return err
-		}, 0, 0, 0, size * int64(n-1), nil
+		return bcastCase(c, size, algo, lf.seed), nil
 	case "allgather":
-		data := make([]byte, size)
-		return func(ctx context.Context) error {
-			_, err := c.Allgatherv(ctx, data)
-			return err
-		}, 0, 0, 0, size * int64(n) * int64(n-1), nil
+		return allgatherCase(c, size, lf.seed), nil
+	case "allreduce":
+		return allreduceCase(c, size, algo), nil
 	}
-	return nil, 0, 0, 0, 0, fmt.Errorf("unknown collective %q (want alltoallv, multicast, redistribute, bcast or allgather)", lf.collective)
+	return liveCase{}, fmt.Errorf("unknown collective %q (want alltoallv, multicast, redistribute, bcast, allgather or allreduce)", lf.collective)
 }
 
 // liveGroups parses -groups, or finds two groups in the model.

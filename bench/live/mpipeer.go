@@ -9,17 +9,31 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/hetcomm/hetcomm/internal/launch"
 )
 
+// mpiPeerCollectives are the collectives -peer mpi runs, and mpiOps the
+// MPI operation that runs each of the ones whose PATTERN is their name.
+var (
+	mpiPeerCollectives = []string{"alltoallv", "multicast", "redistribute", "bcast", "allgather", "allreduce"}
+	mpiOps             = map[string]string{"bcast": "MPI_Bcast", "allgather": "MPI_Allgather", "allreduce": "MPI_Allreduce"}
+)
+
+// mpiPeerSupports says whether -peer mpi runs a collective.
+func mpiPeerSupports(collective string) bool {
+	return slices.Contains(mpiPeerCollectives, collective)
+}
+
 // runMPIPeer builds bench/peer/alltoallv.c with mpicc and runs it with
 // Open MPI's TCP transport on the same ranks and pattern: MPI_Alltoallv for
 // an Alltoallv and for a redistribution (the groups hetcomm used, from its
 // records), one MPI_Ibcast per message on its own sub-communicator for a
-// multiple multicast.
+// multiple multicast, MPI_Bcast from rank 0, MPI_Allgather and
+// MPI_Allreduce (MPI_SUM of size/8 doubles) for those.
 func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude string, own []LiveRecord, stderr io.Writer) ([]LiveRecord, error) {
 	src := filepath.Join(benchDir(), "peer", "alltoallv.c")
 	if _, err := os.Stat(src); err != nil {
@@ -76,11 +90,13 @@ func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude 
 }
 
 // mpiPattern returns the MPI peer's PATTERN argument for one size (an
-// Alltoallv pattern name, or @FILE with the bytes written out) and the MPI
-// operation it runs.
+// Alltoallv pattern name, bcast, allgather or allreduce, or @FILE with the
+// bytes written out) and the MPI operation it runs.
 func mpiPattern(lf liveFlags, n int, size int64, own []LiveRecord, dir string) (string, string, error) {
 	var b strings.Builder
 	switch lf.collective {
+	case "bcast", "allgather", "allreduce":
+		return lf.collective, mpiOps[lf.collective], nil
 	case "alltoallv":
 		if lf.pattern == "" {
 			return "uniform", "MPI_Alltoallv", nil
@@ -194,6 +210,25 @@ func parseMPIResult(out string) (LiveRecord, error) {
 		return r, nil
 	}
 	return LiveRecord{}, fmt.Errorf("no RESULT line in the MPI peer's output:\n%s", out)
+}
+
+// printMPIRecords completes the MPI peer's records with the fabric bound
+// hetcomm's records of the same size have (it depends on the pattern and
+// the model, not on the algorithm) and prints them as rows of the live
+// table.
+func printMPIRecords(w io.Writer, lf liveFlags, n int, ifInclude string, mpi, own []LiveRecord) {
+	fmt.Fprintf(w, "# Open MPI %s, %d ranks, btl tcp on %s, %d iterations (+%d warm-up)\n", lf.collective, n, ifInclude, lf.iters, lf.warmup)
+	liveHeader(w)
+	for i := range mpi {
+		for _, r := range own {
+			if r.Bytes == mpi[i].Bytes && r.FabricBound > 0 {
+				mpi[i].FabricBound, mpi[i].BoundBy = r.FabricBound, r.BoundBy
+				mpi[i].Note = joinNote("", r.BoundBy)
+				break
+			}
+		}
+		printLiveRow(w, mpi[i], mpi[i].Algorithm)
+	}
 }
 
 // printRatios prints hetcomm's median over Open MPI's for each size.

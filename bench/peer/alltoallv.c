@@ -6,7 +6,11 @@
  * usage: mpirun -n N alltoallv PATTERN MAXBYTES SEED ITERS WARMUP
  *
  * PATTERN is an Alltoallv pattern of bench/live/patterns.go (uniform, random,
- * servers, sparse), whose sizes come from the same splitmix64 generator,
+ * servers, sparse), whose sizes come from the same splitmix64 generator;
+ * or one of the collectives of hetbench live without a pattern:
+ *   "bcast": one MPI_Bcast of MAXBYTES bytes from rank 0;
+ *   "allgather": one MPI_Allgather of MAXBYTES bytes per rank;
+ *   "allreduce": one MPI_Allreduce (MPI_SUM) of MAXBYTES/8 doubles;
  * or @FILE, a pattern written by hetbench:
  *   "matrix N" and N rows of N byte counts: one MPI_Alltoallv (the
  *       cluster-to-cluster redistribution, zero outside sender->receiver);
@@ -14,6 +18,8 @@
  *       communicator per message (its source and destinations, made once,
  *       untimed), and per iteration one MPI_Ibcast per message from its
  *       source, all started at once and then waited for.
+ * The result of the last bcast, allgather or allreduce is checked (the
+ * run fails when it is wrong).
  * prints, on rank 0, one line per run:
  *   RESULT pattern=P bytes=B ranks=N median=S min=S max=S avg=S p99=S
  * (seconds; each iteration's time is the slowest rank's).
@@ -130,7 +136,11 @@ int main(int argc, char **argv) {
 	struct mcast mc = {0};
 	int kind = 'a';
 	if (pattern[0] == '@') kind = read_file(pattern + 1, me, n, &mat, &mc);
-	for (int j = 0; j < n && kind != 'c'; j++) {
+	else if (!strcmp(pattern, "bcast")) kind = 'b';
+	else if (!strcmp(pattern, "allgather")) kind = 'g';
+	else if (!strcmp(pattern, "allreduce")) kind = 'r';
+	if ((kind == 'b' || kind == 'g' || kind == 'r') && (max < 0 || max > 0x7fffffff)) die(me, "bad size");
+	for (int j = 0; j < n && (kind == 'a' || kind == 'm'); j++) {
 		long long s = mat ? mat[me * n + j] : size_of(pattern, n, me, j, max, seed);
 		long long r = mat ? mat[j * n + me] : size_of(pattern, n, j, me, max, seed);
 		if (s < 0 || s > 0x7fffffff || r > 0x7fffffff) {
@@ -140,8 +150,14 @@ int main(int argc, char **argv) {
 		scount[j] = (int)s; sdispl[j] = (int)stot; stot += s;
 		rcount[j] = (int)r; rdispl[j] = (int)rtot; rtot += r;
 	}
+	if (kind == 'b') stot = rtot = max; /* root's message, received in place */
+	if (kind == 'g') stot = max, rtot = max * n;
+	if (kind == 'r') stot = rtot = max / 8 * (long long)sizeof(double);
 	char *sbuf = malloc(stot + 1), *rbuf = malloc(rtot + 1);
+	if (!sbuf || !rbuf) die(me, "out of memory");
 	memset(sbuf, me, stot + 1);
+	if (kind == 'r')
+		for (long long i = 0; i < max / 8; i++) ((double *)sbuf)[i] = (double)(me + 1);
 	double *t = malloc(iters * sizeof(double));
 	for (int it = 0; it < warmup + iters; it++) {
 		MPI_Barrier(MPI_COMM_WORLD);
@@ -152,6 +168,12 @@ int main(int argc, char **argv) {
 				if (mc.comms[q] != MPI_COMM_NULL)
 					MPI_Ibcast(mc.bufs[q], (int)mc.bytes[q], MPI_BYTE, 0, mc.comms[q], &mc.reqs[nreq++]);
 			MPI_Waitall(nreq, mc.reqs, MPI_STATUSES_IGNORE);
+		} else if (kind == 'b') {
+			MPI_Bcast(sbuf, (int)max, MPI_BYTE, 0, MPI_COMM_WORLD);
+		} else if (kind == 'g') {
+			MPI_Allgather(sbuf, (int)max, MPI_BYTE, rbuf, (int)max, MPI_BYTE, MPI_COMM_WORLD);
+		} else if (kind == 'r') {
+			MPI_Allreduce(sbuf, rbuf, (int)(max / 8), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 		} else {
 			MPI_Alltoallv(sbuf, scount, sdispl, MPI_BYTE, rbuf, rcount, rdispl, MPI_BYTE, MPI_COMM_WORLD);
 		}
@@ -159,6 +181,15 @@ int main(int argc, char **argv) {
 		MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 		if (it >= warmup) t[it - warmup] = slowest;
 	}
+	/* The last run's result, so that a broken run reports no time: root's
+	 * bytes (memset to 0), every rank's block of its rank, the sums. */
+	int bad = 0;
+	for (long long i = 0; kind == 'b' && i < max; i++) bad |= sbuf[i] != 0;
+	for (long long i = 0; kind == 'g' && i < max * n; i++) bad |= rbuf[i] != (char)(i / max);
+	for (long long i = 0; kind == 'r' && i < max / 8; i++) bad |= ((double *)rbuf)[i] != (double)n * (n + 1) / 2;
+	int anybad;
+	MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	if (anybad) die(me, "wrong result");
 	if (me == 0) {
 		double sum = 0;
 		for (int i = 0; i < iters; i++) sum += t[i];
