@@ -269,28 +269,14 @@ func PlanExchangeOn(m *Model, f *Fabric, x *Exchange, algo Algorithm, opt Option
 	if algo != Auto {
 		return one(algo)
 	}
-	var best *Plan
-	bestScore := 0.0
-	consider := func(p *Plan, score float64) {
-		if best == nil || score < bestScore {
-			best, bestScore = p, score
-		}
-	}
-	naive, err := one(Naive)
+	best, bestScore, err := bestFlowPlan(one, fo.NoPacing)
 	if err != nil {
 		return nil, err
 	}
-	var paced *Plan
-	if !fo.NoPacing {
-		if paced, err = one(Paced); err != nil {
-			return nil, err
+	consider := func(p *Plan, score float64) {
+		if score < bestScore {
+			best, bestScore = p, score
 		}
-	}
-	if paced != nil && paced.Predicted >= pacedMinSpan {
-		consider(paced, paced.Predicted)
-		consider(naive, naive.Predicted*(1+unpacedMargin))
-	} else {
-		consider(naive, naive.Predicted)
 	}
 	for _, a := range autoPreference[KindAlltoall] {
 		if lim, ok := autoLimits[a]; ok && f.Size() > lim {
@@ -303,6 +289,47 @@ func PlanExchangeOn(m *Model, f *Fabric, x *Exchange, algo Algorithm, opt Option
 		consider(p, p.Predicted)
 	}
 	return best, nil
+}
+
+// bestFlowPlan chooses between posting every message at once unpaced
+// and paced (unless noPacing), as made by plan: paced when it takes at
+// least pacedMinSpan, unless naive is predicted to beat it by
+// unpacedMargin. It returns the plan and its score (its prediction, the
+// naive one's raised by the margin when paced was in the running).
+func bestFlowPlan(plan func(Algorithm) (*Plan, error), noPacing bool) (*Plan, float64, error) {
+	naive, err := plan(Naive)
+	if err != nil {
+		return nil, 0, err
+	}
+	if noPacing {
+		return naive, naive.Predicted, nil
+	}
+	paced, err := plan(Paced)
+	if err != nil {
+		return nil, 0, err
+	}
+	if paced.Predicted < pacedMinSpan {
+		return naive, naive.Predicted, nil
+	}
+	if score := naive.Predicted * (1 + unpacedMargin); score < paced.Predicted {
+		return naive, score, nil
+	}
+	return paced, paced.Predicted, nil
+}
+
+// PlanFlowsAuto plans a total exchange as flows on f, unpaced or paced
+// by Auto's rule (see PlanExchangeOn), without the one-port planners:
+// for collectives that post all their messages at once (the mesh
+// Allgather). Above FlowSimLimit ranks the plans are estimated, not
+// simulated.
+func PlanFlowsAuto(f *Fabric, x *Exchange, fo FlowOptions) (*Plan, error) {
+	p, _, err := bestFlowPlan(func(a Algorithm) (*Plan, error) {
+		if f.Size() > FlowSimLimit {
+			return estimateFlows(f, x, a, fo)
+		}
+		return PlanFlows(f, x, a, fo)
+	}, fo.NoPacing)
+	return p, err
 }
 
 // pacedMinSpan is the shortest predicted exchange Auto paces (see

@@ -307,48 +307,6 @@ func (c *Comm) scatter(ctx context.Context, root int, parts [][]byte, equal bool
 	return append([]byte{}, parts[root]...), nil
 }
 
-// Allgatherv gives every rank every rank's data, indexed by rank; sizes
-// may differ. Ring algorithm: P-1 steps, each rank sending and receiving
-// one block per step, which keeps every link busy once.
-func (c *Comm) Allgatherv(ctx context.Context, data []byte) ([][]byte, error) {
-	return c.allgather(ctx, data, false)
-}
-
-// Allgather is Allgatherv for equal sizes (ErrMismatch otherwise).
-func (c *Comm) Allgather(ctx context.Context, data []byte) ([][]byte, error) {
-	return c.allgather(ctx, data, true)
-}
-
-func (c *Comm) allgather(ctx context.Context, data []byte, equal bool) ([][]byte, error) {
-	k, cancel, err := c.begin(ctx, opAllgather)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	n, r := c.Size(), c.rank
-	out := make([][]byte, n)
-	out[r] = append([]byte{}, data...)
-	right, left := (r+1)%n, (r-1+n)%n
-	for s := 0; s < n-1; s++ {
-		sendIdx := (r - s + n) % n
-		recvIdx := (r - s - 1 + n) % n
-		done, err := k.isend(right, out[sendIdx])
-		if err != nil {
-			return nil, k.err(err)
-		}
-		if out[recvIdx], err = k.recv(left); err != nil {
-			return nil, k.err(err)
-		}
-		if err := done(); err != nil {
-			return nil, k.err(err)
-		}
-		if equal && len(out[recvIdx]) != len(data) {
-			return nil, k.err(&RankError{Rank: c.group[recvIdx], Err: fmt.Errorf("%w: Allgather: rank %d contributed %d bytes, this rank %d (use Allgatherv)", ErrMismatch, recvIdx, len(out[recvIdx]), len(data))})
-		}
-	}
-	return out, nil
-}
-
 // exchangeSmall gives every rank every rank's (small) data in one round of
 // direct messages: used inside collectives for counts and keys.
 func (k *coll) exchangeSmall(data []byte) ([][]byte, error) {

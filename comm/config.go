@@ -45,6 +45,10 @@ type Config struct {
 	// collective.BcastPipeline. "" (or collective.Auto) chooses per call,
 	// by the model's predictions (collective.PlanBcast).
 	Bcast collective.Algorithm
+	// Allgather forces how Allgather and Allgatherv pass the blocks:
+	// collective.AllgatherRing or collective.AllgatherMesh. "" (or
+	// collective.Auto) chooses per call (collective.PlanAllgather).
+	Allgather collective.Algorithm
 	// EagerLimit is the largest message sent eagerly; larger messages wait
 	// for the receiver's grant (rendezvous). 0 means 64 KiB; negative means
 	// every message is eager.
@@ -148,6 +152,11 @@ func (c Config) normalize() (Config, error) {
 	default:
 		return c, fmt.Errorf("comm: config: unknown Bcast algorithm %q (want %s, %s or auto)", c.Bcast, collective.BcastBinomial, collective.BcastPipeline)
 	}
+	switch c.Allgather {
+	case "", collective.Auto, collective.AllgatherRing, collective.AllgatherMesh:
+	default:
+		return c, fmt.Errorf("comm: config: unknown Allgather algorithm %q (want %s, %s or auto)", c.Allgather, collective.AllgatherRing, collective.AllgatherMesh)
+	}
 	if c.EagerLimit == 0 {
 		c.EagerLimit = DefaultEagerLimit
 	}
@@ -182,8 +191,9 @@ type algorithmKey struct{}
 
 // WithAlgorithm returns a context that forces algo on the collectives
 // called with it that plan their algorithm: Bcast
-// (collective.BcastBinomial or collective.BcastPipeline) and Allreduce
-// (collective.AllreduceTree or collective.AllreduceRSAG). It overrides
+// (collective.BcastBinomial or collective.BcastPipeline), Allgather and
+// Allgatherv (collective.AllgatherRing or collective.AllgatherMesh) and
+// Allreduce (collective.AllreduceTree or collective.AllreduceRSAG). It overrides
 // Config for those calls; collective.Auto lets them choose. Every rank
 // must force the same algorithm: a rank whose plan differs from its
 // peers' fails with ErrMismatch. An algorithm that does not belong to a

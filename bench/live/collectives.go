@@ -40,7 +40,7 @@ type liveCase struct {
 // the first of each is its default, all of them are "all".
 var fixedAlgorithms = map[string][]collective.Algorithm{
 	"bcast":     {collective.Auto, collective.BcastBinomial, collective.BcastPipeline},
-	"allgather": {"default"},
+	"allgather": {collective.Auto, collective.AllgatherRing, collective.AllgatherMesh},
 	"allreduce": {collective.Auto, collective.AllreduceTree, collective.AllreduceRSAG},
 }
 
@@ -108,23 +108,38 @@ func bcastCase(c *comm.Comm, size int64, algo collective.Algorithm, seed uint64)
 }
 
 // allgatherCase gathers size bytes from every rank on every rank
-// (Allgatherv, hetcomm's one algorithm), bounded by
-// collective.AllgatherBound.
-func allgatherCase(c *comm.Comm, size int64, seed uint64) liveCase {
+// (Allgather, as MPI_Allgather) with algo (forced with
+// comm.WithAlgorithm), bounded by collective.AllgatherBound and predicted
+// by collective.PlanAllgather on the comm's model.
+func allgatherCase(c *comm.Comm, size int64, algo collective.Algorithm, seed uint64) liveCase {
 	me, n := c.Rank(), c.Size()
 	data := fillBytes(make([]byte, size), allgatherSeed(seed, me))
 	lc := liveCase{total: size * int64(n) * int64(n-1)}
 	if m := c.Model(); m != nil {
 		bd := collective.AllgatherBound(collective.FabricFromModel(m), size)
 		lc.fabric, lc.boundBy = bd.Seconds, bd.Resource
+		sizes := make([]int64, n)
+		for i := range sizes {
+			sizes[i] = size
+		}
+		if p, err := collective.PlanAllgather(m, sizes, algo, collective.FlowOptions{}); err == nil {
+			lc.pred = p.Ring
+			if p.Algorithm == collective.AllgatherMesh {
+				lc.pred = p.Mesh
+			}
+			if algo == collective.Auto {
+				lc.chosen = string(p.Algorithm)
+			}
+			lc.note = fmt.Sprintf("predicted ring %.1f us, mesh %.1f us", p.Ring*1e6, p.Mesh*1e6)
+		}
 	}
-	lc.note = joinNote("", lc.boundBy)
+	lc.note = joinNote(lc.note, lc.boundBy)
 	lc.run = func(ctx context.Context) error {
-		_, err := c.Allgatherv(ctx, data)
+		_, err := c.Allgather(comm.WithAlgorithm(ctx, algo), data)
 		return err
 	}
 	lc.check = func(ctx context.Context) (string, error) {
-		got, err := c.Allgatherv(ctx, data)
+		got, err := c.Allgather(comm.WithAlgorithm(ctx, algo), data)
 		if err != nil {
 			return "", err
 		}

@@ -28,8 +28,8 @@ func TestLiveAlgorithmsBcastAllgatherAllreduce(t *testing.T) {
 		{"bcast", "", []collective.Algorithm{collective.Auto, collective.BcastBinomial, collective.BcastPipeline}},
 		{"bcast", "all", []collective.Algorithm{collective.Auto, collective.BcastBinomial, collective.BcastPipeline}},
 		{"bcast", "pipeline, auto", []collective.Algorithm{collective.BcastPipeline, collective.Auto}},
-		{"allgather", "", []collective.Algorithm{"default"}},
-		{"allgather", "all", []collective.Algorithm{"default"}},
+		{"allgather", "", []collective.Algorithm{collective.Auto, collective.AllgatherRing, collective.AllgatherMesh}},
+		{"allgather", "mesh", []collective.Algorithm{collective.AllgatherMesh}},
 		{"allreduce", "", []collective.Algorithm{collective.Auto, collective.AllreduceTree, collective.AllreduceRSAG}},
 		{"allreduce", "rsag", []collective.Algorithm{collective.AllreduceRSAG}},
 	} {
@@ -41,7 +41,7 @@ func TestLiveAlgorithmsBcastAllgatherAllreduce(t *testing.T) {
 	for _, tc := range []struct{ coll, algos string }{
 		{"bcast", "rsag"}, {"bcast", "default"}, {"bcast", "binomial,openshop"},
 		{"allreduce", "pipeline"}, {"allreduce", "naive"},
-		{"allgather", "auto"}, {"allgather", "ring"},
+		{"allgather", "default"}, {"allgather", "tree"},
 		{"reduce", ""},
 	} {
 		lf := liveFlags{collective: tc.coll, algos: tc.algos}
@@ -252,7 +252,7 @@ func TestLiveCasesCheck(t *testing.T) {
 					require.Positive(t, lc.fabric, "%s %d: bound", coll, size)
 					require.NotEmpty(t, lc.boundBy)
 				}
-				if coll != "allgather" && size >= 8 {
+				if size >= 8 {
 					require.Positive(t, lc.pred, "%s %s %d: prediction", coll, algo, size)
 				}
 				if coll == "bcast" {
