@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 )
@@ -135,4 +136,60 @@ func ProportionalCounts(total int, weights []float64) []int {
 		rem[best] = -1
 	}
 	return counts
+}
+
+// AllreduceBound is a lower bound on an Allreduce of bytes bytes per rank
+// on f, for algorithms that combine at the ranks (the network only moves
+// bytes), and the resource that sets it: the largest of
+//
+//   - bytes over any rank's ingress: every element of a rank's result
+//     depends on every other rank's input, so at least one value per
+//     element reaches the rank;
+//   - bytes over any rank's egress: every element of a rank's input
+//     counts in every other rank's result, so at least one value per
+//     element leaves it;
+//   - 2(P-1) bytes over the sum of all egress capacities (and of all
+//     ingress): combining P inputs into one value takes at least P-1
+//     transfers of it, and bringing the result back to the P-1 ranks
+//     that did not combine it last at least P-1 more (Patarasuk and
+//     Yuan's bound, 2(P-1)/P bytes per rank on alike NICs);
+//   - bytes over each direction of a segment: the ranks on either side
+//     need the other side's inputs;
+//
+// plus the shortest start-up of any pair.
+func AllreduceBound(f *Fabric, bytes int64) FabricBound {
+	n := f.Size()
+	b := float64(bytes)
+	var bd FabricBound
+	if n < 2 {
+		return bd
+	}
+	consider := func(sec float64, what string) {
+		if sec > bd.Bandwidth {
+			bd.Bandwidth, bd.Resource = sec, what
+		}
+	}
+	out, in, start := 0.0, 0.0, math.Inf(1)
+	for r := 0; r < n; r++ {
+		out += f.Out(r)
+		in += f.In(r)
+		consider(b/f.Out(r), fmt.Sprintf("rank %d egress", r))
+		consider(b/f.In(r), fmt.Sprintf("rank %d ingress", r))
+		for q := 0; q < n; q++ {
+			if q != r {
+				start = min(start, f.StartUp(r, q))
+			}
+		}
+	}
+	consider(2*float64(n-1)*b/out, "total egress")
+	consider(2*float64(n-1)*b/in, "total ingress")
+	for _, seg := range f.Segments {
+		consider(b/seg.AB, fmt.Sprintf("segment %s a->b", seg.Name))
+		consider(b/seg.BA, fmt.Sprintf("segment %s b->a", seg.Name))
+	}
+	if bytes == 0 {
+		bd.Resource = ""
+	}
+	bd.Seconds = bd.Bandwidth + start
+	return bd
 }

@@ -56,3 +56,34 @@ func TestPlanAllreduce(t *testing.T) {
 
 	require.Equal(t, AllreduceTree, PlanAllreduce(NewUniformModel(1, 0, 1), 100, 8, AllreduceRSAG).Algorithm, "one rank: nothing to split")
 }
+
+func TestAllreduceBound(t *testing.T) {
+	// NICs 100, 10 and 40 B/s, 100 bytes: rank 1 must send and receive
+	// 100 bytes at 10 B/s; the 4 transfers per value over 150 B/s of
+	// egress take 2.7 s.
+	f := switchFabric(100, 10, 40)
+	if b := AllreduceBound(f, 100); b.Bandwidth != 10 || b.Resource != "rank 1 egress" {
+		t.Fatalf("bound %+v, want 10 s at rank 1 egress", b)
+	}
+	// Alike NICs: 2(P-1)/P bytes per rank, Patarasuk and Yuan's bound.
+	f = switchFabric(10, 10, 10, 10)
+	if b := AllreduceBound(f, 100); b.Bandwidth != 15 || b.Resource != "total egress" {
+		t.Fatalf("bound %+v, want 2*3*100/40 = 15 s on the total egress", b)
+	}
+	f.Segments = []Segment{{Name: "bb", A: []int{0, 1}, B: []int{2, 3}, AB: 5, BA: 4}}
+	if b := AllreduceBound(f, 100); b.Bandwidth != 25 || b.Resource != "segment bb b->a" {
+		t.Fatalf("bound %+v, want 100/4 = 25 s on bb b->a", b)
+	}
+	if b := AllreduceBound(f, 0); b.Seconds != 0 || b.Resource != "" {
+		t.Fatalf("nothing to move: %+v", b)
+	}
+	// No algorithm the planner predicts beats the bound.
+	for _, nic := range [][]float64{{1e8, 1e8, 1e8, 1e8}, {1e8, 1e7, 4e7, 2e8, 5e7}, {1e9, 1e9}} {
+		m := switchModel(1e-4, nic...)
+		b := AllreduceBound(FabricFromModel(m), 8<<20)
+		p := PlanAllreduce(m, 1<<20, 8, Auto)
+		if p.Tree < b.Seconds || p.RSAG < b.Seconds {
+			t.Fatalf("NICs %v: predicted tree %v, rsag %v under the bound %v", nic, p.Tree, p.RSAG, b.Seconds)
+		}
+	}
+}

@@ -31,9 +31,9 @@ func (c *Comm) allgather(ctx context.Context, data []byte, equal bool) ([][]byte
 		return nil, err
 	}
 	defer cancel()
-	n, r := c.Size(), c.rank
+	n := c.Size()
 	out := make([][]byte, n)
-	out[r] = append([]byte{}, data...)
+	out[c.rank] = append([]byte{}, data...)
 	if n == 1 {
 		return out, nil
 	}
@@ -55,6 +55,33 @@ func (c *Comm) allgather(ctx context.Context, data []byte, equal bool) ([][]byte
 			sizes[i] = v[0]
 		}
 	}
+	return c.allgatherSized(ctx, k, out, sizes, equal)
+}
+
+// allgatherKnown is Allgatherv when every rank knows every rank's size
+// (sizes): it skips the round that exchanges them.
+func (c *Comm) allgatherKnown(ctx context.Context, data []byte, sizes []int64) ([][]byte, error) {
+	k, cancel, err := c.begin(ctx, opAllgather)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	out := make([][]byte, c.Size())
+	out[c.rank] = append([]byte{}, data...)
+	if int64(len(data)) != sizes[c.rank] {
+		return nil, k.err(fmt.Errorf("%w: Allgatherv: %d bytes from this rank, %d expected", ErrProtocol, len(data), sizes[c.rank]))
+	}
+	return c.allgatherSized(ctx, k, out, sizes, false)
+}
+
+// allgatherSized runs an Allgather whose sizes every rank knows; out
+// holds this rank's block and receives the others.
+func (c *Comm) allgatherSized(ctx context.Context, k *coll, out [][]byte, sizes []int64, equal bool) ([][]byte, error) {
+	n, r := c.Size(), c.rank
+	if n == 1 {
+		return out, nil
+	}
+	data := out[r]
 	algo := algorithmFor(ctx, c.w.cfg.Allgather, collective.AllgatherRing, collective.AllgatherMesh)
 	plan, err := collective.PlanAllgather(c.model(), sizes, algo, collective.FlowOptions{NoPacing: !c.canPace()})
 	if err != nil {

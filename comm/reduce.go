@@ -239,12 +239,16 @@ func allreduceRSAG[T Number](ctx context.Context, c *Comm, data, out []T, op Op[
 	if err != nil {
 		return err
 	}
-	blocks, err := c.Allgatherv(ctx, AsBytes(mine))
+	var z T
+	size := int(unsafe.Sizeof(z))
+	sizes := make([]int64, len(counts))
+	for r, k := range counts {
+		sizes[r] = int64(k * size)
+	}
+	blocks, err := c.allgatherKnown(ctx, AsBytes(mine), sizes)
 	if err != nil {
 		return err
 	}
-	var z T
-	size := int(unsafe.Sizeof(z))
 	at := 0
 	for r, b := range blocks {
 		if len(b) != counts[r]*size {

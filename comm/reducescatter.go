@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
+
+	"github.com/hetcomm/hetcomm/collective"
 )
 
 // ReduceScatter combines every rank's data with op, element by element in
 // rank order, and gives rank i the counts[i] elements that start at
 // counts[0]+...+counts[i-1] (MPI_Reduce_scatter). Every rank passes the
 // same counts, one per rank, and data of sum(counts) elements. Each rank
-// sends every other its block in one round of direct messages and
+// sends every other its block in one round of direct messages (paced,
+// when the model predicts that pays, as Alltoallv's paced plan) and
 // combines the blocks it receives: every rank sends and receives
 // (P-1)/P of the data, the least any algorithm moves.
 func ReduceScatter[T Number](ctx context.Context, c *Comm, data []T, counts []int, op Op[T]) ([]T, error) {
@@ -42,7 +45,12 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, data []T, counts []in
 		offset[i+1] = offset[i] + counts[i]
 	}
 	block := func(r int) []T { return data[offset[r]:offset[r+1]] }
-	blocks, err := exchangeBlocks[T](k, counts[c.rank], func(r int) []byte { return AsBytes(block(r)) })
+	var z T
+	rates, err := c.meshRates(func(i, j int) int64 { return int64(counts[j]) * int64(unsafe.Sizeof(z)) })
+	if err != nil {
+		return nil, k.err(err)
+	}
+	blocks, err := exchangeBlocks[T](k, counts[c.rank], func(r int) []byte { return AsBytes(block(r)) }, rates)
 	if err != nil {
 		return nil, k.err(err)
 	}
@@ -67,22 +75,42 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, data []T, counts []in
 
 // exchangeBlocks sends every other rank r the block mine(r) and receives
 // from each a block that must be want elements of T (ErrMismatch, naming
-// the rank, otherwise), all at once: large blocks go by rendezvous, every
-// grant at the same time, into one buffer.
-func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte) ([][]byte, error) {
+// the rank, otherwise), all at once, into one buffer: large blocks go by
+// rendezvous, every grant at the same time; with rates (a paced plan,
+// see meshRates) the link to each rank is paced to its rate and every
+// block goes eagerly, landing in place.
+func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte, rates []float64) ([][]byte, error) {
 	c := k.c
 	n, me := c.Size(), c.rank
 	var z T
 	size := want * int(unsafe.Sizeof(z))
+	into := make([]byte, n*size)
 	reqs := make([]*recvReq, n)
 	for r := range n {
 		if r != me {
-			reqs[r] = c.postRecv(collCtx(c.id), r, k.tag)
+			reqs[r] = k.postSeqInto(r, 0, into[r*size:(r+1)*size:(r+1)*size])
 		}
+	}
+	if rates != nil {
+		defer c.pace(rates)()
 	}
 	var dones []func() error
 	for r := range n {
 		if r == me {
+			continue
+		}
+		if rates != nil {
+			// An eager send returns once written: one goroutine each, so
+			// that every paced link carries its block at once.
+			done := make(chan error, 1)
+			go func() {
+				wait, err := k.isendSeq(r, mine(r), true, 0)
+				if err == nil {
+					err = wait()
+				}
+				done <- err
+			}()
+			dones = append(dones, func() error { return <-done })
 			continue
 		}
 		done, err := k.isend(r, mine(r))
@@ -96,7 +124,6 @@ func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte) ([][]b
 		}
 		dones = append(dones, done)
 	}
-	into := make([]byte, n*size)
 	got := make([][]byte, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -137,4 +164,30 @@ func ReduceScatterBlock[T Number](ctx context.Context, c *Comm, data []T, op Op[
 		counts[i] = len(data) / n
 	}
 	return ReduceScatter(ctx, c, data, counts, op)
+}
+
+// meshRates plans an exchange in which rank i sends bytes(i, j) to every
+// other rank j at once, unpaced or paced by Alltoallv's rule
+// (collective.PlanFlowsAuto on the fabric of the model), and returns this
+// rank's pacing rate to each rank, or nil for an unpaced exchange. Every
+// rank gets the same plan from the same sizes.
+func (c *Comm) meshRates(bytes func(i, j int) int64) ([]float64, error) {
+	n := c.Size()
+	if n < 2 || !c.canPace() {
+		return nil, nil
+	}
+	x := &collective.Exchange{Bytes: make([][]int64, n)}
+	for i := range x.Bytes {
+		x.Bytes[i] = make([]int64, n)
+		for j := range x.Bytes[i] {
+			if i != j {
+				x.Bytes[i][j] = bytes(i, j)
+			}
+		}
+	}
+	p, err := collective.PlanFlowsAuto(collective.FabricFromModel(c.model()), x, collective.FlowOptions{})
+	if err != nil || p.Algorithm != collective.Paced {
+		return nil, err
+	}
+	return c.pacingRates(p), nil
 }

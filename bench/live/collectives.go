@@ -164,7 +164,8 @@ func allgatherSeed(seed uint64, r int) uint64 {
 
 // allreduceCase sums a vector of size/8 float64s over the ranks with
 // algo (forced with comm.WithAlgorithm), predicted by
-// collective.PlanAllreduce on the comm's model; it has no bound yet.
+// collective.PlanAllreduce on the comm's model and bounded by
+// collective.AllreduceBound.
 func allreduceCase(c *comm.Comm, size int64, algo collective.Algorithm) liveCase {
 	me, n := c.Rank(), c.Size()
 	elems := int(size / 8)
@@ -174,12 +175,14 @@ func allreduceCase(c *comm.Comm, size int64, algo collective.Algorithm) liveCase
 	}
 	lc := liveCase{total: 2 * int64(n-1) * int64(elems) * 8} // both algorithms move 2(P-1) vectors in all
 	if m := c.Model(); m != nil {
+		bd := collective.AllreduceBound(collective.FabricFromModel(m), int64(elems)*8)
+		lc.fabric, lc.boundBy = bd.Seconds, bd.Resource
 		p := collective.PlanAllreduce(m, elems, 8, algo)
 		lc.pred = allreducePrediction(p, algo)
 		if algo == collective.Auto {
 			lc.chosen = string(p.Algorithm)
 		}
-		lc.note = fmt.Sprintf("predicted tree %.1f us, rsag %.1f us", p.Tree*1e6, p.RSAG*1e6)
+		lc.note = joinNote(fmt.Sprintf("predicted tree %.1f us, rsag %.1f us", p.Tree*1e6, p.RSAG*1e6), lc.boundBy)
 	}
 	lc.run = func(ctx context.Context) error {
 		return comm.AllreduceInto(comm.WithAlgorithm(ctx, algo), c, data, out, comm.Sum[float64])

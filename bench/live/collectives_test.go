@@ -248,7 +248,7 @@ func TestLiveCasesCheck(t *testing.T) {
 				}
 				lc := cases[0]
 				require.NotNil(t, lc.check)
-				if coll != "allreduce" && size > 0 {
+				if size > 0 {
 					require.Positive(t, lc.fabric, "%s %d: bound", coll, size)
 					require.NotEmpty(t, lc.boundBy)
 				}
