@@ -104,10 +104,51 @@ func FromBytes[T Number](b []byte) ([]T, error) {
 
 // Reduce combines every rank's data with op, in rank order, and returns
 // the result at root (nil elsewhere). Every rank must pass the same
-// length. Binomial tree towards rank 0, ceil(log2 P) rounds, then one
-// message to root.
+// length. Small vectors go along a binomial tree towards rank 0,
+// ceil(log2 P) rounds, then one message to root; large ones are
+// reduce-scattered, in blocks in proportion to each rank's NIC rate, and
+// the blocks gathered at root. The choice is Allreduce's
+// (collective.PlanAllreduce: AllreduceTree or AllreduceRSAG, forced by
+// Config.Allreduce or WithAlgorithm), and only an element-wise op is
+// reduce-scattered.
 func Reduce[T Number](ctx context.Context, c *Comm, root int, data []T, op Op[T]) ([]T, error) {
+	if err := c.checkPeer("Reduce", "root", root, false); err != nil {
+		return nil, err
+	}
+	if op != nil && elementwise(op) && c.Size() > 1 {
+		var z T
+		plan := collective.PlanAllreduce(c.model(), len(data), int(unsafe.Sizeof(z)),
+			algorithmFor(ctx, c.w.cfg.Allreduce, collective.AllreduceTree, collective.AllreduceRSAG))
+		if plan.Algorithm == collective.AllreduceRSAG {
+			return reduceRSG(ctx, c, root, data, op, plan.Counts)
+		}
+	}
 	return reduce(ctx, c, root, data, op, opReduce)
+}
+
+// reduceRSG reduce-scatters data in blocks of counts elements and
+// gathers the blocks at root.
+func reduceRSG[T Number](ctx context.Context, c *Comm, root int, data []T, op Op[T], counts []int) ([]T, error) {
+	mine, err := ReduceScatter(ctx, c, data, counts, op)
+	if err != nil {
+		return nil, opErr("Reduce", err)
+	}
+	blocks, err := c.Gatherv(ctx, root, AsBytes(mine))
+	if err != nil || c.rank != root {
+		return nil, opErr("Reduce", err)
+	}
+	var z T
+	size := int(unsafe.Sizeof(z))
+	out := make([]T, len(data))
+	at := 0
+	for r, b := range blocks {
+		if len(b) != counts[r]*size {
+			return nil, opErr("Reduce", &RankError{Rank: c.group[r], Err: fmt.Errorf("%w: rank %d gathered a block of %d bytes, root expected %d", ErrMismatch, r, len(b), counts[r]*size)})
+		}
+		copy(AsBytes(out[at:at+counts[r]]), b)
+		at += counts[r]
+	}
+	return out, nil
 }
 
 func reduce[T Number](ctx context.Context, c *Comm, root int, data []T, op Op[T], code uint16) ([]T, error) {
