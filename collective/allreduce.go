@@ -30,35 +30,43 @@ type AllreducePlan struct {
 }
 
 // rsagMargin: Auto reduce-scatters only when that is predicted to take
-// less than this share of the tree's time. Both move the same bytes in
-// all (2(P-1) vectors' worth); the tree moves them as fewer, larger
-// messages and gains where the ranks share CPUs (4 ranks on 2 cores,
-// loopback: the tree was as fast or faster at 8 MiB), which the model
-// does not see. With uniform NICs this picks reduce-scatter from 8 ranks
-// (predicted 0.59 of the tree; 0.75 at 4); with one NIC ten times slower
-// than the others already at 4 (0.53).
-const rsagMargin = 0.6
+// less than this share of the tree's time, and only when the tree is
+// predicted to take rsagMinSpan or more. Below that the links are not
+// what limits: the tree moves the vector as fewer, larger messages with
+// fewer buffers, which gains where the ranks share CPUs, and which the
+// model does not see. On loopback (4 ranks on 2 cores, 1 and 8 MiB) the
+// tree ran 15-30% faster than reduce-scatter; on dualnic4 with rails
+// (8 MiB, about 1 s) reduce-scatter ran at 1.05x the bound and the tree
+// at 2.3x.
+const (
+	rsagMargin  = 0.8
+	rsagMinSpan = 10e-3
+)
 
 // PlanAllreduce chooses how to Allreduce elems elements of elemSize bytes
-// on the ranks of m, by the predictions of both algorithms: the tree
-// costs 2 ceil(log2 P) (T + b/r) for a vector of b bytes, with T the
-// median start-up time and r the slowest rank's NIC rate (the tree's
-// inner ranks are whichever they are); reduce-scatter then allgather
-// costs 2 (P-1) T + max over ranks of 2 (b + (P-2) b_i) / r_i, the bytes
-// rank i sends and receives through its NIC of rate r_i with its block of
-// b_i bytes. algo forces one ("" or Auto: reduce-scatter when predicted
-// to take less than rsagMargin of the tree's time).
+// on the ranks of m, by the predictions of both algorithms on the fabric
+// m implies (every rank's egress Out and ingress In, full duplex). The
+// tree reduces a vector of b bytes to rank 0 along a binomial tree,
+// ceil(log2 P) rounds of T + b/r with T the median start-up time and r
+// the slowest rank's min(Out, In), then broadcasts it as PlanBcast plans.
+// Reduce-scatter then allgather, with rank i's block of b_i bytes, is two
+// rounds of direct messages: in the first rank i sends b - b_i bytes and
+// receives (P-1) b_i, in the second the reverse; each round takes T plus
+// its busiest NIC's bytes over its capacity plus P-1 message overheads.
+// The blocks are in proportion to min(Out, In). algo forces one ("" or
+// Auto: reduce-scatter when predicted to take less than rsagMargin of the
+// tree's time, and the tree at least rsagMinSpan).
 func PlanAllreduce(m *Model, elems, elemSize int, algo Algorithm) AllreducePlan {
 	n := m.Size()
 	p := AllreducePlan{Algorithm: AllreduceTree}
 	if n < 2 || elems == 0 {
 		return p
 	}
-	out, in := m.NICRates()
+	f := FabricFromModel(m)
 	rates := make([]float64, n)
 	slowest := math.Inf(1)
 	for r := range rates {
-		rates[r] = min(out[r], in[r])
+		rates[r] = min(f.Out(r), f.In(r))
 		slowest = min(slowest, rates[r])
 	}
 	var lat []float64
@@ -77,16 +85,20 @@ func PlanAllreduce(m *Model, elems, elemSize int, algo Algorithm) AllreducePlan 
 	}
 	b := float64(elems) * float64(elemSize)
 	rounds := float64(bits.Len(uint(n - 1)))
-	p.Tree = 2 * rounds * (t + b/slowest)
+	p.Tree = rounds * (t + b/slowest)
+	if bp, err := PlanBcast(m, 0, int64(b), Auto); err == nil {
+		p.Tree += bp.Predicted
+	}
 	p.Counts = ProportionalCounts(elems, rates)
-	worst := 0.0
+	rs, ag := 0.0, 0.0
 	for r, c := range p.Counts {
 		bi := float64(c) * float64(elemSize)
-		worst = max(worst, 2*(b+float64(n-2)*bi)/rates[r])
+		rs = max(rs, (b-bi)/f.Out(r), float64(n-1)*bi/f.In(r))
+		ag = max(ag, float64(n-1)*bi/f.Out(r), (b-bi)/f.In(r))
 	}
-	p.RSAG = 2*float64(n-1)*t + worst
+	p.RSAG = 2*(t+float64(n-1)*allgatherMessageOverhead) + rs + ag
 	switch {
-	case algo == AllreduceRSAG, (algo == "" || algo == Auto) && p.RSAG < rsagMargin*p.Tree:
+	case algo == AllreduceRSAG, (algo == "" || algo == Auto) && p.RSAG < rsagMargin*p.Tree && p.Tree >= rsagMinSpan:
 		p.Algorithm = AllreduceRSAG
 	default:
 		p.Counts = nil

@@ -28,15 +28,26 @@ func TestPlanAllreduce(t *testing.T) {
 	small := PlanAllreduce(m4, 1, 8, "")
 	require.Equal(t, AllreduceTree, small.Algorithm)
 	require.Nil(t, small.Counts)
-	// 4 ranks: the tree's 2 log2 P = 4 vector times against reduce-scatter's
-	// 3: not below half, so the tree, but forcing works.
+	// 4 ranks at 1 GB/s, 8 MiB: two tree rounds to reduce, then the
+	// planned Bcast; reduce-scatter moves 3/4 of the vector out and in in
+	// each of its two rounds.
+	const b = 8.0 * (1 << 20)
 	big := PlanAllreduce(m4, 1<<20, 8, Auto)
-	require.Equal(t, AllreduceTree, big.Algorithm)
-	require.InDelta(t, 4*(50e-6+8.0*(1<<20)/1e9), big.Tree, 1e-12)
-	require.InDelta(t, 6*50e-6+2*(8.0*(1<<20)*1.5)/1e9, big.RSAG, 1e-9)
+	bp, err := PlanBcast(m4, 0, 1<<23, Auto)
+	require.NoError(t, err)
+	require.InDelta(t, 2*(50e-6+b/1e9)+bp.Predicted, big.Tree, 1e-12)
+	require.InDelta(t, 2*(50e-6+3*allgatherMessageOverhead)+2*0.75*b/1e9, big.RSAG, 1e-12)
+	require.Equal(t, AllreduceRSAG, big.Algorithm, "%+v", big)
+	// 1 MiB: the tree takes under rsagMinSpan, where the links are not
+	// what limits; it stays, although reduce-scatter is predicted faster.
+	mid := PlanAllreduce(m4, 1<<17, 8, Auto)
+	require.Less(t, mid.Tree, rsagMinSpan)
+	require.Less(t, mid.RSAG, rsagMargin*mid.Tree)
+	require.Equal(t, AllreduceTree, mid.Algorithm)
 	forced := PlanAllreduce(m4, 1<<20, 8, AllreduceRSAG)
 	require.Equal(t, AllreduceRSAG, forced.Algorithm)
 	require.Equal(t, []int{1 << 18, 1 << 18, 1 << 18, 1 << 18}, forced.Counts)
+	require.Equal(t, AllreduceTree, PlanAllreduce(m4, 1<<20, 8, AllreduceTree).Algorithm)
 
 	// 8 ranks on uniform NICs: reduce-scatter.
 	require.Equal(t, AllreduceRSAG, PlanAllreduce(NewUniformModel(8, 50e-6, 1e9), 1<<20, 8, "").Algorithm)

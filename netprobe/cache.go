@@ -42,8 +42,11 @@ func (k Key) equal(o Key) bool {
 	return true
 }
 
-// cacheVersion is the format of cache files.
-const cacheVersion = 1
+// cacheVersion is the format of cache files, and of the probe that wrote
+// them: a model from another version is not used (the probe runs
+// again). 2: the segment probe no longer tests cuts through a machine,
+// which found false segments on loopback.
+const cacheVersion = 2
 
 type cacheFile struct {
 	Version int       `json:"version"`
@@ -92,7 +95,7 @@ func LoadCache(dir string, k Key) (*Result, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCacheCorrupt, path, err)
 	}
 	if f.Version != cacheVersion {
-		return nil, fmt.Errorf("%w: %s: format version %d, want %d", ErrCacheCorrupt, path, f.Version, cacheVersion)
+		return nil, fmt.Errorf("%w: %s was written by probe version %d, this is %d", ErrCacheMissing, path, f.Version, cacheVersion)
 	}
 	if !f.Key.equal(k) {
 		return nil, fmt.Errorf("%w: %s was measured on %v", ErrCacheMismatch, path, f.Key)

@@ -258,15 +258,19 @@ func TestCacheFiles(t *testing.T) {
 
 	for name, content := range map[string]string{
 		"garbage":   "not json",
-		"version":   `{"version":9}`,
-		"no result": `{"version":1,"key":{"transport":"tcp","hosts":["a","b"],"rails":[["10.0.0.1"],["10.0.0.2"]]}}`,
-		"bad model": `{"version":1,"key":{"transport":"tcp","hosts":["a","b"],"rails":[["10.0.0.1"],["10.0.0.2"]]},"result":{"model":{"latency":[[0,1],[1,0]],"bandwidth":[[0,-5],[1,0]]},"offsets":[0,0]}}`,
-		"wrong n":   `{"version":1,"key":{"transport":"tcp","hosts":["a","b"],"rails":[["10.0.0.1"],["10.0.0.2"]]},"result":{"model":{"latency":[[0]],"bandwidth":[[0]]},"offsets":[0]}}`,
+		"no result": `{"version":2,"key":{"transport":"tcp","hosts":["a","b"],"rails":[["10.0.0.1"],["10.0.0.2"]]}}`,
+		"bad model": `{"version":2,"key":{"transport":"tcp","hosts":["a","b"],"rails":[["10.0.0.1"],["10.0.0.2"]]},"result":{"model":{"latency":[[0,1],[1,0]],"bandwidth":[[0,-5],[1,0]]},"offsets":[0,0]}}`,
+		"wrong n":   `{"version":2,"key":{"transport":"tcp","hosts":["a","b"],"rails":[["10.0.0.1"],["10.0.0.2"]]},"result":{"model":{"latency":[[0]],"bandwidth":[[0]]},"offsets":[0]}}`,
 	} {
 		require.NoError(t, os.WriteFile(netprobe.CachePath(dir, k), []byte(content), 0o644))
 		_, err := netprobe.LoadCache(dir, k)
 		require.ErrorIs(t, err, netprobe.ErrCacheCorrupt, name)
 	}
+	// A model from another version of the probe is as good as none.
+	require.NoError(t, os.WriteFile(netprobe.CachePath(dir, k), []byte(`{"version":1}`), 0o644))
+	_, err = netprobe.LoadCache(dir, k)
+	require.ErrorIs(t, err, netprobe.ErrCacheMissing)
+	require.ErrorContains(t, err, "probe version 1")
 }
 
 func newModel(n int) *collective.Model {
