@@ -25,6 +25,13 @@ type AllreducePlan struct {
 	// Counts is, for AllreduceRSAG, the block of each rank in elements
 	// (they add up to Elems).
 	Counts []int
+	// Segments is, for AllreduceRSAG, how many pieces every block is cut
+	// into so that the allgather of one piece overlaps the reduce-scatter
+	// of the next (1: the two rounds one after the other). Overlapping
+	// pays where the two rounds are limited by different NICs: a rank
+	// with a slow egress sends most in the reduce-scatter, one with a
+	// slow ingress receives most in the allgather.
+	Segments int
 	// Tree and RSAG are the two algorithms' predicted times, in seconds.
 	Tree, RSAG float64
 }
@@ -41,6 +48,16 @@ type AllreducePlan struct {
 const (
 	rsagMargin  = 0.8
 	rsagMinSpan = 10e-3
+)
+
+// Pipelining reduce-scatter and allgather (AllreducePlan.Segments): at
+// most rsagMaxSegments pieces of at least rsagMinPiece bytes per rank,
+// and only when predicted under rsagPipelineMargin of the two rounds one
+// after the other (which can be paced, and whose messages are fewer).
+const (
+	rsagMaxSegments    = 16
+	rsagMinPiece       = 32 << 10
+	rsagPipelineMargin = 0.8
 )
 
 // PlanAllreduce chooses how to Allreduce elems elements of elemSize bytes
@@ -97,11 +114,31 @@ func PlanAllreduce(m *Model, elems, elemSize int, algo Algorithm) AllreducePlan 
 		ag = max(ag, float64(n-1)*bi/f.Out(r), (b-bi)/f.In(r))
 	}
 	p.RSAG = 2*(t+float64(n-1)*allgatherMessageOverhead) + rs + ag
+	p.Segments = 1
+	// Overlapped, every NIC carries both rounds' bytes at once; a piece
+	// of each round is not overlapped (the first reduce-scatter, the last
+	// allgather), and each piece costs its messages' overheads.
+	both := 0.0
+	for r, c := range p.Counts {
+		bi := float64(c) * float64(elemSize)
+		bytes := b + float64(n-2)*bi // each way, over the two rounds
+		both = max(both, bytes/f.Out(r), bytes/f.In(r))
+	}
+	seq := p.RSAG
+	for s := 2; s <= rsagMaxSegments; s *= 2 {
+		if b/float64(n*s) < rsagMinPiece {
+			break
+		}
+		pipe := 2*t + both + (rs+ag)/float64(s) + float64(2*s*(n-1))*allgatherMessageOverhead
+		if pipe < rsagPipelineMargin*seq && pipe < p.RSAG {
+			p.RSAG, p.Segments = pipe, s
+		}
+	}
 	switch {
 	case algo == AllreduceRSAG, (algo == "" || algo == Auto) && p.RSAG < rsagMargin*p.Tree && p.Tree >= rsagMinSpan:
 		p.Algorithm = AllreduceRSAG
 	default:
-		p.Counts = nil
+		p.Counts, p.Segments = nil, 0
 	}
 	return p
 }

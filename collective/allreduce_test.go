@@ -98,3 +98,32 @@ func TestAllreduceBound(t *testing.T) {
 		}
 	}
 }
+
+// asymmetricModel is a switch whose rank 1 sends slowly and rank 2
+// receives slowly: the reduce-scatter is limited by the first, the
+// allgather by the second.
+func asymmetricModel() *Model {
+	out := []float64{50e6, 2.5e6, 50e6, 50e6, 50e6, 50e6, 50e6, 50e6}
+	in := []float64{50e6, 50e6, 2.5e6, 50e6, 50e6, 50e6, 50e6, 50e6}
+	m := NewUniformModel(len(out), 1e-4, 1)
+	for i := range out {
+		for j := range in {
+			m.Bandwidth[i][j] = min(out[i], in[j])
+		}
+	}
+	return m
+}
+
+func TestPlanAllreducePipelined(t *testing.T) {
+	m := asymmetricModel()
+	p := PlanAllreduce(m, 1<<20, 8, Auto)
+	require.Equal(t, AllreduceRSAG, p.Algorithm)
+	require.Greater(t, p.Segments, 1, "the two rounds are limited by different NICs: overlap them")
+	bd := AllreduceBound(FabricFromModel(m), 8<<20)
+	require.Less(t, p.RSAG/bd.Seconds, 1.3, "overlapped, near the bound (%s)", bd.Resource)
+	// Alike NICs: both rounds load every NIC alike; nothing to overlap.
+	uni := PlanAllreduce(NewUniformModel(8, 1e-4, 50e6), 1<<20, 8, Auto)
+	require.Equal(t, AllreduceRSAG, uni.Algorithm)
+	require.Equal(t, 1, uni.Segments)
+	require.Equal(t, 0, PlanAllreduce(m, 1<<20, 8, AllreduceTree).Segments)
+}

@@ -210,7 +210,9 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 // every rank the result. Small vectors go to rank 0 along a binomial tree
 // and come back along one (collective.AllreduceTree); large ones are
 // reduce-scattered, in blocks in proportion to each rank's NIC rate, and
-// allgathered (collective.AllreduceRSAG). The choice follows the model's
+// allgathered (collective.AllreduceRSAG), the two overlapped piece by
+// piece where the model predicts that pays (AllreducePlan.Segments: a
+// slow egress limits the first, a slow ingress the second). The choice follows the model's
 // predictions unless Config.Allreduce or WithAlgorithm forces one. Only an element-wise op
 // (Sum, Prod, Min, Max, or made by OpFunc) is reduce-scattered: any other
 // op may combine groups of elements and always sees whole vectors.
@@ -233,6 +235,9 @@ func AllreduceInto[T Number](ctx context.Context, c *Comm, data, out []T, op Op[
 	plan := collective.PlanAllreduce(c.model(), len(data), int(unsafe.Sizeof(z)),
 		algorithmFor(ctx, c.w.cfg.Allreduce, collective.AllreduceTree, collective.AllreduceRSAG))
 	if plan.Algorithm == collective.AllreduceRSAG && elementwise(op) {
+		if plan.Segments > 1 {
+			return allreducePipelined(ctx, c, data, out, op, plan.Counts, plan.Segments)
+		}
 		return allreduceRSAG(ctx, c, data, out, op, plan.Counts)
 	}
 	if _, err := reduceInto(ctx, c, 0, data, out, op, opAllreduce); err != nil {

@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -190,4 +191,181 @@ func (c *Comm) meshRates(bytes func(i, j int) int64) ([]float64, error) {
 		return nil, err
 	}
 	return c.pacingRates(p), nil
+}
+
+// allreducePipelined is reduce-scatter then allgather with every rank's
+// block (counts[r] elements) cut into segs pieces, the allgather of a
+// piece starting as soon as that piece is reduced, while the
+// reduce-scatter of the next goes on (collective.AllreducePlan.Segments).
+// Every message is sent eagerly and lands in place: piece s of rank j's
+// block travels as message 2s+1 to j (reduce-scatter) and, reduced, as
+// message 2s+2 from j to every rank, into out. Pieces are combined in
+// rank order.
+func allreducePipelined[T Number](ctx context.Context, c *Comm, data, out []T, op Op[T], counts []int, segs int) error {
+	k, cancel, err := c.begin(ctx, opAllreduce)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	n, me := c.Size(), c.rank
+	if len(counts) != n {
+		return k.err(fmt.Errorf("%w: %d blocks for %d ranks", ErrProtocol, len(counts), n))
+	}
+	if len(data) > 0 && &out[0] == &data[0] {
+		data = slices.Clone(data) // the allgather lands in out
+	}
+	offset := make([]int, n+1)
+	for r, c := range counts {
+		offset[r+1] = offset[r] + c
+	}
+	if offset[n] != len(data) {
+		return k.err(fmt.Errorf("%w: blocks of %d elements for %d", ErrProtocol, offset[n], len(data)))
+	}
+	// piece returns the bounds of piece s of rank r's block.
+	piece := func(r, s int) (int, int) {
+		return offset[r] + counts[r]*s/segs, offset[r] + counts[r]*(s+1)/segs
+	}
+	ctx2, stop := context.WithCancel(k.ctx)
+	defer stop()
+	sk := *k
+	sk.ctx = ctx2
+	// Post every receive: reduce-scatter pieces into a staging area, one
+	// slot per sender, allgather pieces straight into out.
+	stage := make([]T, n*counts[me])
+	rsReq := make([][]*recvReq, segs)
+	agReq := make([][]*recvReq, segs)
+	for s := 0; s < segs; s++ {
+		rsReq[s], agReq[s] = make([]*recvReq, n), make([]*recvReq, n)
+		lo, hi := piece(me, s)
+		for r := 0; r < n; r++ {
+			if r == me {
+				continue
+			}
+			st := stage[r*counts[me]+lo-offset[me] : r*counts[me]+hi-offset[me] : r*counts[me]+hi-offset[me]]
+			rsReq[s][r] = sk.postSeqInto(r, uint64(2*s+1), AsBytes(st))
+			plo, phi := piece(r, s)
+			agReq[s][r] = sk.postSeqInto(r, uint64(2*s+2), AsBytes(out[plo:phi:phi]))
+		}
+	}
+	errs := make(chan error, 2*n+1)
+	fail := func(err error) {
+		errs <- err
+		stop()
+	}
+	send := func(dst int, useq uint64, b []byte) bool {
+		done, err := sk.isendSeq(dst, b, true, useq)
+		if err == nil {
+			err = done()
+		}
+		if err != nil {
+			fail(err)
+			return false
+		}
+		return true
+	}
+	reduced := make([]chan struct{}, segs)
+	for s := range reduced {
+		reduced[s] = make(chan struct{})
+	}
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		if r == me {
+			continue
+		}
+		wg.Add(2)
+		go func() { // the reduce-scatter pieces for r, all at once
+			defer wg.Done()
+			for s := 0; s < segs; s++ {
+				lo, hi := piece(r, s)
+				if !send(r, uint64(2*s+1), AsBytes(data[lo:hi])) {
+					return
+				}
+			}
+		}()
+		go func() { // this rank's reduced pieces, each once reduced
+			defer wg.Done()
+			for s := 0; s < segs; s++ {
+				select {
+				case <-reduced[s]:
+				case <-ctx2.Done():
+					return
+				}
+				lo, hi := piece(me, s)
+				if !send(r, uint64(2*s+2), AsBytes(out[lo:hi])) {
+					return
+				}
+			}
+		}()
+	}
+	// Reduce each piece in rank order as its pieces arrive.
+	for s := 0; s < segs && ctx2.Err() == nil; s++ {
+		lo, hi := piece(me, s)
+		acc := out[lo:hi]
+		for r := 0; r < n; r++ {
+			theirs := data[lo:hi]
+			if r != me {
+				st := stage[r*counts[me]+lo-offset[me] : r*counts[me]+hi-offset[me]]
+				got, err := sk.finishInto(rsReq[s][r], AsBytes(st))
+				if err == nil && len(got) != len(AsBytes(st)) {
+					err = &RankError{Rank: c.group[r], Err: fmt.Errorf("%w: rank %d sent %d bytes of piece %d, want %d", ErrMismatch, r, len(got), s, len(AsBytes(st)))}
+				}
+				if err != nil {
+					fail(err)
+					break
+				}
+				rsReq[s][r] = nil
+				theirs = st
+			}
+			if r == 0 {
+				copy(acc, theirs)
+			} else {
+				op(acc, theirs)
+			}
+		}
+		if ctx2.Err() != nil {
+			break // a piece not fully reduced is never sent
+		}
+		close(reduced[s])
+	}
+	// Receive everyone's reduced pieces.
+	for s := 0; s < segs && ctx2.Err() == nil; s++ {
+		for r := 0; r < n; r++ {
+			if r == me {
+				continue
+			}
+			plo, phi := piece(r, s)
+			dst := AsBytes(out[plo:phi:phi])
+			got, err := sk.finishInto(agReq[s][r], dst)
+			if err == nil && len(got) != len(dst) {
+				err = &RankError{Rank: c.group[r], Err: fmt.Errorf("%w: rank %d sent %d bytes of its reduced piece %d, want %d", ErrMismatch, r, len(got), s, len(dst))}
+			}
+			if err == nil && len(got) > 0 && unsafe.SliceData(got) != unsafe.SliceData(dst) {
+				copy(dst, got)
+			}
+			if err != nil {
+				fail(err)
+				break
+			}
+			agReq[s][r] = nil
+		}
+	}
+	wg.Wait()
+	if ctx2.Err() != nil {
+		// Withdraw the receives not finished, so that no later message
+		// lands in the caller's buffers.
+		for s := 0; s < segs; s++ {
+			for r := 0; r < n; r++ {
+				for _, q := range []*recvReq{rsReq[s][r], agReq[s][r]} {
+					if q != nil {
+						c.w.unpost(collCtx(c.id), q)
+					}
+				}
+			}
+		}
+	}
+	close(errs)
+	if err := <-errs; err != nil {
+		return k.err(err)
+	}
+	return k.err(ctx2.Err())
 }
