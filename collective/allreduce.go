@@ -208,37 +208,23 @@ func ProportionalCounts(total int, weights []float64) []int {
 // plus the shortest start-up of any pair.
 func AllreduceBound(f *Fabric, bytes int64) FabricBound {
 	n := f.Size()
-	b := float64(bytes)
-	var bd FabricBound
+	bd := &boundOf{}
 	if n < 2 {
-		return bd
+		return bd.FabricBound
 	}
-	consider := func(sec float64, what string) {
-		if sec > bd.Bandwidth {
-			bd.Bandwidth, bd.Resource = sec, what
-		}
-	}
-	out, in, start := 0.0, 0.0, math.Inf(1)
+	b := float64(bytes)
+	out, in := 0.0, 0.0
 	for r := 0; r < n; r++ {
 		out += f.Out(r)
 		in += f.In(r)
-		consider(b/f.Out(r), fmt.Sprintf("rank %d egress", r))
-		consider(b/f.In(r), fmt.Sprintf("rank %d ingress", r))
-		for q := 0; q < n; q++ {
-			if q != r {
-				start = min(start, f.StartUp(r, q))
-			}
-		}
+		bd.consider(b/f.Out(r), fmt.Sprintf("rank %d egress", r))
+		bd.consider(b/f.In(r), fmt.Sprintf("rank %d ingress", r))
 	}
-	consider(2*float64(n-1)*b/out, "total egress")
-	consider(2*float64(n-1)*b/in, "total ingress")
+	bd.consider(2*float64(n-1)*b/out, "total egress")
+	bd.consider(2*float64(n-1)*b/in, "total ingress")
 	for _, seg := range f.Segments {
-		consider(b/seg.AB, fmt.Sprintf("segment %s a->b", seg.Name))
-		consider(b/seg.BA, fmt.Sprintf("segment %s b->a", seg.Name))
+		bd.consider(b/seg.AB, fmt.Sprintf("segment %s a->b", seg.Name))
+		bd.consider(b/seg.BA, fmt.Sprintf("segment %s b->a", seg.Name))
 	}
-	if bytes == 0 {
-		bd.Resource = ""
-	}
-	bd.Seconds = bd.Bandwidth + start
-	return bd
+	return bd.done(f, -1, bytes)
 }

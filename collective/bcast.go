@@ -329,40 +329,30 @@ func PredictBcast(m *Model, f *Fabric, plan *BcastPlan) float64 {
 // crosses it at least once); plus the shortest start-up from root.
 func BcastBound(f *Fabric, root int, bytes int64) FabricBound {
 	n := f.Size()
-	b := float64(bytes)
-	var bd FabricBound
+	bd := &boundOf{}
 	if n < 2 || root < 0 || root >= n {
-		return bd
+		return bd.FabricBound
 	}
-	consider := func(sec float64, what string) {
-		if sec > bd.Bandwidth {
-			bd.Bandwidth, bd.Resource = sec, what
-		}
-	}
-	consider(b/f.Out(root), fmt.Sprintf("rank %d egress", root))
-	total, start := 0.0, math.Inf(1)
+	b := float64(bytes)
+	bd.consider(b/f.Out(root), fmt.Sprintf("rank %d egress", root))
+	total := 0.0
 	for r := 0; r < n; r++ {
 		total += f.Out(r)
 		if r != root {
-			consider(b/f.In(r), fmt.Sprintf("rank %d ingress", r))
-			start = min(start, f.StartUp(root, r))
+			bd.consider(b/f.In(r), fmt.Sprintf("rank %d ingress", r))
 		}
 	}
-	consider(float64(n-1)*b/total, "total egress")
+	bd.consider(float64(n-1)*b/total, "total egress")
 	for s, side := range f.segmentSides() {
 		seg := f.Segments[s]
 		switch side[root] {
 		case 1:
-			consider(b/seg.AB, fmt.Sprintf("segment %s a->b", seg.Name))
+			bd.consider(b/seg.AB, fmt.Sprintf("segment %s a->b", seg.Name))
 		case 2:
-			consider(b/seg.BA, fmt.Sprintf("segment %s b->a", seg.Name))
+			bd.consider(b/seg.BA, fmt.Sprintf("segment %s b->a", seg.Name))
 		}
 	}
-	if bytes == 0 {
-		bd.Resource = ""
-	}
-	bd.Seconds = bd.Bandwidth + start
-	return bd
+	return bd.done(f, root, bytes)
 }
 
 // AllgatherBound is a lower bound on an Allgather of bytes bytes per rank
@@ -373,35 +363,53 @@ func BcastBound(f *Fabric, root int, bytes int64) FabricBound {
 // plus the shortest start-up of any pair.
 func AllgatherBound(f *Fabric, bytes int64) FabricBound {
 	n := f.Size()
-	b := float64(bytes)
-	var bd FabricBound
+	bd := &boundOf{}
 	if n < 2 {
-		return bd
+		return bd.FabricBound
 	}
-	consider := func(sec float64, what string) {
-		if sec > bd.Bandwidth {
-			bd.Bandwidth, bd.Resource = sec, what
-		}
-	}
-	total, start := 0.0, math.Inf(1)
+	b := float64(bytes)
+	total := 0.0
 	for r := 0; r < n; r++ {
 		total += f.Out(r)
-		consider(b/f.Out(r), fmt.Sprintf("rank %d egress", r))
-		consider(float64(n-1)*b/f.In(r), fmt.Sprintf("rank %d ingress", r))
-		for q := 0; q < n; q++ {
-			if q != r {
-				start = min(start, f.StartUp(r, q))
+		bd.consider(b/f.Out(r), fmt.Sprintf("rank %d egress", r))
+		bd.consider(float64(n-1)*b/f.In(r), fmt.Sprintf("rank %d ingress", r))
+	}
+	bd.consider(float64(n)*float64(n-1)*b/total, "total egress")
+	for _, seg := range f.Segments {
+		bd.consider(float64(len(seg.A))*b/seg.AB, fmt.Sprintf("segment %s a->b", seg.Name))
+		bd.consider(float64(len(seg.B))*b/seg.BA, fmt.Sprintf("segment %s b->a", seg.Name))
+	}
+	return bd.done(f, -1, bytes)
+}
+
+// boundOf builds a collective's FabricBound: the largest of the times it
+// is given, and what sets it.
+type boundOf struct{ FabricBound }
+
+// consider takes sec seconds on the resource named what.
+func (bd *boundOf) consider(sec float64, what string) {
+	if sec > bd.Bandwidth {
+		bd.Bandwidth, bd.Resource = sec, what
+	}
+}
+
+// done adds the shortest start-up of a pair from rank from (any pair when
+// from is -1) and returns the bound (no resource when nothing moves).
+func (bd *boundOf) done(f *Fabric, from int, bytes int64) FabricBound {
+	start := math.Inf(1)
+	for i := 0; i < f.Size(); i++ {
+		if from >= 0 && i != from {
+			continue
+		}
+		for j := 0; j < f.Size(); j++ {
+			if j != i {
+				start = min(start, f.StartUp(i, j))
 			}
 		}
-	}
-	consider(float64(n)*float64(n-1)*b/total, "total egress")
-	for _, seg := range f.Segments {
-		consider(float64(len(seg.A))*b/seg.AB, fmt.Sprintf("segment %s a->b", seg.Name))
-		consider(float64(len(seg.B))*b/seg.BA, fmt.Sprintf("segment %s b->a", seg.Name))
 	}
 	if bytes == 0 {
 		bd.Resource = ""
 	}
 	bd.Seconds = bd.Bandwidth + start
-	return bd
+	return bd.FabricBound
 }
