@@ -34,7 +34,8 @@ type bcastKey struct {
 // makes the same plan from root's size, which travels with the first
 // piece. Config.Bcast, or WithAlgorithm for one call, forces
 // collective.BcastBinomial or collective.BcastPipeline; it must be the
-// same on every rank.
+// same on every rank. On loopback Auto keeps the binomial tree and sends
+// the message whole (see Comm.loopback).
 func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
 	return c.bcast(ctx, root, data, nil)
 }
@@ -87,15 +88,28 @@ func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, e
 	if want := min(plan.Chunk, size); int64(len(first)) != want {
 		return nil, k.err(&RankError{Rank: m.src, Err: fmt.Errorf("%w: Bcast: the first piece from rank %d has %d bytes, not %d", ErrProtocol, src, len(first), want)})
 	}
-	if int64(cap(buf)) >= size {
+	switch {
+	case int64(cap(buf)) >= size:
 		data = buf[:size]
-	} else {
+	case int64(cap(first)) >= size:
+		data = first[:size] // a message sent whole is all there
+	default:
 		data = make([]byte, size)
 	}
 	if len(first) > 0 && unsafe.SliceData(first) != unsafe.SliceData(data) {
 		copy(data, first)
 	}
 	return data, k.err(c.forward(k, plan, data, first))
+}
+
+// BcastPlan returns the plan Bcast runs for a message of bytes bytes from
+// root with ctx's algorithm (WithAlgorithm, else Config.Bcast): the tree,
+// the pieces and the predicted time. It is local: no message is sent.
+func (c *Comm) BcastPlan(ctx context.Context, root int, bytes int64) (*collective.BcastPlan, error) {
+	if err := c.checkPeer("Bcast", "root", root, false); err != nil {
+		return nil, err
+	}
+	return c.planBcast(root, bytes, algorithmFor(ctx, c.w.cfg.Bcast, collective.BcastBinomial, collective.BcastPipeline))
 }
 
 // planBcast returns the broadcast plan for a size, reusing the last one
@@ -107,9 +121,18 @@ func (c *Comm) planBcast(root int, size int64, algo collective.Algorithm) (*coll
 	if c.bcastPlan != nil && c.bcastKey == key {
 		return c.bcastPlan, nil
 	}
+	auto := algo == "" || algo == collective.Auto
+	if auto && c.loopback() {
+		algo = collective.BcastBinomial
+	}
 	p, err := collective.PlanBcast(c.model(), root, size, algo)
 	if err != nil {
 		return nil, err
+	}
+	if auto && c.loopback() && p.Chunks > 1 {
+		// One machine: see loopback. The binomial tree, whole.
+		p.Chunk, p.Chunks = size, 1
+		p.Predicted = collective.PredictBcast(c.model(), nil, p)
 	}
 	c.bcastKey, c.bcastPlan = key, p
 	return p, nil

@@ -112,3 +112,32 @@ func BenchmarkBcast(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAllgather measures one Allgather of bytes=N per rank on 4
+// in-process ranks over loopback TCP, with each algorithm forced and
+// chosen by the model (auto).
+func BenchmarkAllgather(b *testing.B) {
+	for _, size := range []int{8, 64 << 10, 1 << 20} {
+		for _, algo := range []collective.Algorithm{collective.AllgatherRing, collective.AllgatherMesh, collective.Auto} {
+			b.Run(fmt.Sprintf("bytes=%d/algo=%s", size, algo), func(b *testing.B) {
+				comms := startWorld(b, 4, "tcp", func(c *Config) { c.Allgather = algo })
+				data := make([]byte, size)
+				b.SetBytes(int64(4 * size))
+				ctx := context.Background()
+				for b.Loop() {
+					var wg sync.WaitGroup
+					for _, c := range comms {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							if _, err := c.Allgather(ctx, data); err != nil {
+								b.Error(err)
+							}
+						}()
+					}
+					wg.Wait()
+				}
+			})
+		}
+	}
+}

@@ -45,6 +45,17 @@ type Comm struct {
 	backbone   map[string]int // ProbeBackbone results by group pair
 	bcastKey   bcastKey
 	bcastPlan  *collective.BcastPlan
+	// The last Allgather and Allreduce plans and the last reduce-scatter's
+	// pacing rates, by what they were made from (see cached).
+	agKey   string
+	agPlan  collective.AllgatherPlan
+	rsKey   string
+	rsRates []float64
+	arKey   string
+	arPlan  collective.AllreducePlan
+
+	loopOnce   sync.Once
+	onLoopback bool
 }
 
 func (w *world) newComm(id uint32, group []int, myWorldRank int) *Comm {

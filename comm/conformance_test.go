@@ -72,6 +72,44 @@ func runCollectives(t *testing.T, comms []*Comm, m int) {
 				return fmt.Errorf("Bcast root %d: wrong data", root)
 			}
 		}
+		// Every algorithm of the planned collectives, forced.
+		for _, algo := range []collective.Algorithm{collective.BcastBinomial, collective.BcastPipeline, collective.AllgatherRing, collective.AllgatherMesh, collective.AllreduceTree, collective.AllreduceRSAG} {
+			actx := WithAlgorithm(ctx, algo)
+			root := n / 2
+			var data []byte
+			if me == root {
+				data = pattern(root, -2, 7, m)
+			}
+			got, err := c.Bcast(actx, root, data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", algo, err)
+			}
+			if !bytes.Equal(got, pattern(root, -2, 7, m)) {
+				return fmt.Errorf("%s: Bcast root %d: wrong data", algo, root)
+			}
+			everyone, err := c.Allgatherv(actx, pattern(me, -2, 8, m+5*me))
+			if err != nil {
+				return fmt.Errorf("%s: %w", algo, err)
+			}
+			for r := 0; r < n; r++ {
+				if !bytes.Equal(everyone[r], pattern(r, -2, 8, m+5*r)) {
+					return fmt.Errorf("%s: Allgatherv: part %d wrong", algo, r)
+				}
+			}
+			vec := make([]int64, m/8+3)
+			for i := range vec {
+				vec[i] = int64(me*1000 + i)
+			}
+			sum, err := Allreduce(actx, c, vec, Sum)
+			if err != nil {
+				return fmt.Errorf("%s: %w", algo, err)
+			}
+			for i, v := range sum {
+				if want := int64(1000*n*(n-1)/2 + n*i); v != want {
+					return fmt.Errorf("%s: Allreduce sum[%d] = %v, want %v", algo, i, v, want)
+				}
+			}
+		}
 		// Gatherv / Scatterv with sizes that differ per rank.
 		root := n - 1
 		mine := pattern(me, root, 2, m+me)

@@ -117,8 +117,7 @@ func Reduce[T Number](ctx context.Context, c *Comm, root int, data []T, op Op[T]
 	}
 	if op != nil && elementwise(op) && c.Size() > 1 {
 		var z T
-		plan := collective.PlanAllreduce(c.model(), len(data), int(unsafe.Sizeof(z)),
-			algorithmFor(ctx, c.w.cfg.Allreduce, collective.AllreduceTree, collective.AllreduceRSAG))
+		plan := c.allreducePlan(ctx, len(data), int(unsafe.Sizeof(z)))
 		if plan.Algorithm == collective.AllreduceRSAG {
 			return reduceRSG(ctx, c, root, data, op, plan.Counts)
 		}
@@ -232,8 +231,7 @@ func AllreduceInto[T Number](ctx context.Context, c *Comm, data, out []T, op Op[
 		return &ArgError{Op: "Allreduce", Arg: "out", Msg: fmt.Sprintf("%d elements for %d", len(out), len(data))}
 	}
 	var z T
-	plan := collective.PlanAllreduce(c.model(), len(data), int(unsafe.Sizeof(z)),
-		algorithmFor(ctx, c.w.cfg.Allreduce, collective.AllreduceTree, collective.AllreduceRSAG))
+	plan := c.allreducePlan(ctx, len(data), int(unsafe.Sizeof(z)))
 	if plan.Algorithm == collective.AllreduceRSAG && elementwise(op) {
 		if plan.Segments > 1 {
 			return allreducePipelined(ctx, c, data, out, op, plan.Counts, plan.Segments)
@@ -395,4 +393,18 @@ func typedParts[T Number](op string, parts [][]byte) ([][]T, error) {
 		}
 	}
 	return out, nil
+}
+
+// allreducePlan is collective.PlanAllreduce for this communicator with
+// ctx's algorithm (on loopback Auto keeps the tree), reusing the last
+// plan when nothing changed.
+func (c *Comm) allreducePlan(ctx context.Context, elems, elemSize int) collective.AllreducePlan {
+	algo := algorithmFor(ctx, c.w.cfg.Allreduce, collective.AllreduceTree, collective.AllreduceRSAG)
+	if (algo == "" || algo == collective.Auto) && c.loopback() {
+		algo = collective.AllreduceTree // see Comm.loopback
+	}
+	p, _ := cached(c, &c.arKey, &c.arPlan, planKey(c, string(algo), []int64{int64(elems), int64(elemSize)}), func() (collective.AllreducePlan, error) {
+		return collective.PlanAllreduce(c.model(), elems, elemSize, algo), nil
+	})
+	return p
 }

@@ -47,7 +47,13 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, data []T, counts []in
 	}
 	block := func(r int) []T { return data[offset[r]:offset[r+1]] }
 	var z T
-	rates, err := c.meshRates(func(i, j int) int64 { return int64(counts[j]) * int64(unsafe.Sizeof(z)) })
+	sizes := make([]int64, n)
+	for j, k := range counts {
+		sizes[j] = int64(k) * int64(unsafe.Sizeof(z))
+	}
+	rates, err := cached(c, &c.rsKey, &c.rsRates, planKey(c, "reducescatter", sizes), func() ([]float64, error) {
+		return c.meshRates(func(i, j int) int64 { return sizes[j] })
+	})
 	if err != nil {
 		return nil, k.err(err)
 	}

@@ -83,8 +83,8 @@ func bcastCase(c *comm.Comm, size int64, algo collective.Algorithm, seed uint64)
 	if m := c.Model(); m != nil {
 		bd := collective.BcastBound(collective.FabricFromModel(m), bcastRoot, size)
 		lc.fabric, lc.boundBy = bd.Seconds, bd.Resource
-		// The plan comm makes: the same model, root, size and algorithm.
-		if p, err := collective.PlanBcast(m, bcastRoot, size, algo); err == nil {
+		// The plan comm runs.
+		if p, err := c.BcastPlan(comm.WithAlgorithm(context.Background(), algo), bcastRoot, size); err == nil {
 			lc.pred, lc.chunks = p.Predicted, p.Chunks
 			if algo == collective.Auto {
 				lc.chosen = string(p.Algorithm)
@@ -122,7 +122,7 @@ func allgatherCase(c *comm.Comm, size int64, algo collective.Algorithm, seed uin
 		for i := range sizes {
 			sizes[i] = size
 		}
-		if p, err := collective.PlanAllgather(m, sizes, algo, collective.FlowOptions{}); err == nil {
+		if p, err := c.AllgatherPlan(comm.WithAlgorithm(context.Background(), algo), sizes); err == nil {
 			lc.pred = p.Ring
 			if p.Algorithm == collective.AllgatherMesh {
 				lc.pred = p.Mesh
