@@ -30,17 +30,10 @@ func BenchmarkAlltoallv(b *testing.B) {
 					b.SetBytes(int64(4 * 3 * size))
 					ctx := context.Background()
 					for b.Loop() {
-						var wg sync.WaitGroup
-						for r, c := range comms {
-							wg.Add(1)
-							go func(r int, c *Comm) {
-								defer wg.Done()
-								if _, err := c.AlltoallvWith(ctx, sends[r], AlltoallvOptions{Algorithm: algo, Recv: recvs[r]}); err != nil {
-									b.Error(err)
-								}
-							}(r, c)
-						}
-						wg.Wait()
+						onAllRanks(b, comms, func(r int, c *Comm) error {
+							_, err := c.AlltoallvWith(ctx, sends[r], AlltoallvOptions{Algorithm: algo, Recv: recvs[r]})
+							return err
+						})
 					}
 				})
 			}
@@ -63,17 +56,9 @@ func BenchmarkAllreduce(b *testing.B) {
 				b.SetBytes(int64(size))
 				ctx := context.Background()
 				for b.Loop() {
-					var wg sync.WaitGroup
-					for r, c := range comms {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							if err := AllreduceInto(ctx, c, vecs[r], vecs[r], Sum); err != nil {
-								b.Error(err)
-							}
-						}()
-					}
-					wg.Wait()
+					onAllRanks(b, comms, func(r int, c *Comm) error {
+						return AllreduceInto(ctx, c, vecs[r], vecs[r], Sum)
+					})
 				}
 			})
 		}
@@ -92,21 +77,14 @@ func BenchmarkBcast(b *testing.B) {
 				b.SetBytes(int64(size))
 				ctx := context.Background()
 				for b.Loop() {
-					var wg sync.WaitGroup
-					for r, c := range comms {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							var in []byte
-							if r == 0 {
-								in = data
-							}
-							if _, err := c.Bcast(ctx, 0, in); err != nil {
-								b.Error(err)
-							}
-						}()
-					}
-					wg.Wait()
+					onAllRanks(b, comms, func(r int, c *Comm) error {
+						var in []byte
+						if r == 0 {
+							in = data
+						}
+						_, err := c.Bcast(ctx, 0, in)
+						return err
+					})
 				}
 			})
 		}
@@ -125,19 +103,27 @@ func BenchmarkAllgather(b *testing.B) {
 				b.SetBytes(int64(4 * size))
 				ctx := context.Background()
 				for b.Loop() {
-					var wg sync.WaitGroup
-					for _, c := range comms {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							if _, err := c.Allgather(ctx, data); err != nil {
-								b.Error(err)
-							}
-						}()
-					}
-					wg.Wait()
+					onAllRanks(b, comms, func(_ int, c *Comm) error {
+						_, err := c.Allgather(ctx, data)
+						return err
+					})
 				}
 			})
 		}
 	}
+}
+
+// onAllRanks runs f on every rank at once and waits for them all.
+func onAllRanks(b *testing.B, comms []*Comm, f func(r int, c *Comm) error) {
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(r, c); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
 }
