@@ -40,8 +40,14 @@
 // Barrier, Bcast, Gather(v), Scatter(v), Allgather(v), Reduce, Allreduce
 // (and AllreduceInto, which writes into a buffer of the caller's),
 // ReduceScatter(Block), Scan, Exscan and the typed helpers (SendSlice,
-// AllgathervSlice, ...) need no cost model. Reductions combine in rank
-// order, so an Op need only be associative, as in MPI. Alltoall(v) is planned with the total-exchange planners of package
+// AllgathervSlice, ...) work with or without a cost model. With one,
+// Bcast, Allgather(v), Allreduce and Reduce choose their algorithm from
+// its predictions (collective.PlanBcast, PlanAllgather, PlanAllreduce):
+// pipelined trees built from the rates, a paced mesh or a ring,
+// reduce-scatter in blocks in proportion to the NIC rates. Config and
+// WithAlgorithm force one. Reductions combine in rank order, so an Op
+// need only be associative, as in MPI. Alltoall(v) is planned with the
+// total-exchange planners of package
 // collective and executed so that each rank receives one large message at
 // a time in the planned order; Multicast and Redistribute use the
 // multicast and redistribution planners the same way. Collectives must be
