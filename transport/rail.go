@@ -80,7 +80,7 @@ func ParseRailPolicy(s string) (RailPolicy, error) {
 // Defaults of RailModel's zero fields.
 const (
 	// DefaultMinChunk is the smallest part aggregation puts on a rail.
-	DefaultMinChunk = 64 << 10
+	DefaultMinChunk = 16 << 10
 	// DefaultSplitMargin is how much faster aggregation must be predicted
 	// to be than the best single rail before RailAuto splits a message.
 	DefaultSplitMargin = 0.1

@@ -73,7 +73,7 @@ func ExampleRailSet() {
 	}
 	// Output:
 	//      100 B: [{0 100}], 0.2 ms
-	//    65536 B: [{1 65536}], 5.3 ms
+	//    65536 B: [{0 20307} {1 45229}], 4.3 ms
 	//  4194304 B: [{0 846060} {1 3348244}], 169.4 ms
 	// got 6291456 bytes, intact: true
 	// rail 0 carried 20%
