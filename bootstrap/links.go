@@ -165,15 +165,22 @@ func (c *connector) dial(ctx context.Context, dialCfg transport.Config, rl *rail
 	return nil
 }
 
-// dialOne dials one rail of a peer, retrying a failed dial every 20 ms,
-// up to 50 times, unless authentication failed or ctx ended.
+// dialOne dials one rail of a peer, retrying a failed dial (every 20 ms,
+// backing off to 500 ms) until ctx ends, unless authentication failed
+// for good (isAuthError).
 func (c *connector) dialOne(ctx context.Context, addr string, peer int, cfg transport.Config) (transport.Link, error) {
-	for attempt := 0; ; attempt++ {
+	backoff := 20 * time.Millisecond
+	for {
 		link, err := c.netw.Dial(ctx, addr, peer, cfg)
-		if err == nil || ctx.Err() != nil || attempt > 50 || isAuthError(err) {
+		if err == nil || ctx.Err() != nil || isAuthError(err) {
 			return link, err
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 

@@ -286,7 +286,19 @@ func advertise(a net.Addr, host string) string {
 	return s
 }
 
+// isAuthError reports a handshake that failed for good: the peer proved
+// another secret, job, protocol version, rank or certificate. A handshake
+// cut short (closed, timed out, garbled) is not one: the listener may be
+// busy or flooded, and the dial is retried until the start-up timeout.
 func isAuthError(err error) bool {
 	var ae *transport.AuthError
-	return errors.As(err, &ae)
+	if !errors.As(err, &ae) {
+		return false
+	}
+	for _, e := range []error{transport.ErrBadSecret, transport.ErrJobMismatch, transport.ErrVersion, transport.ErrFingerprint, transport.ErrRankMismatch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -180,4 +182,17 @@ func TestBindAndAdvertise(t *testing.T) {
 	require.Equal(t, "10.0.0.9:7", advertise(any4, "10.0.0.9"), "an unspecified host is replaced")
 	ip := &net.TCPAddr{IP: net.ParseIP("10.0.0.1"), Port: 7}
 	require.Equal(t, "10.0.0.1:7", advertise(ip, "10.0.0.9"), "a listening address is kept")
+}
+
+// TestIsAuthError: only a handshake that failed for good stops the
+// dials; one cut short (a flooded or busy listener) is retried.
+func TestIsAuthError(t *testing.T) {
+	auth := func(err error) error { return &transport.AuthError{Role: "dialer", Rank: transport.AnyRank, Err: err} }
+	for _, err := range []error{transport.ErrBadSecret, transport.ErrJobMismatch, transport.ErrVersion, transport.ErrFingerprint, transport.ErrRankMismatch} {
+		require.True(t, isAuthError(fmt.Errorf("dial: %w", auth(err))), "%v", err)
+	}
+	for _, err := range []error{io.EOF, io.ErrUnexpectedEOF, os.ErrDeadlineExceeded, context.DeadlineExceeded, transport.ErrMalformed} {
+		require.False(t, isAuthError(auth(err)), "%v", err)
+	}
+	require.False(t, isAuthError(io.EOF))
 }

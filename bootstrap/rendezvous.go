@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -205,7 +206,11 @@ func (r *rendezvous) join(ctx context.Context, me Peer) (*Directory, error) {
 			break
 		}
 		if isAuthError(err) {
-			return nil, fmt.Errorf("bootstrap: authentication with the coordinator (rank 0 at %s) failed (wrong secret or job?): %w", r.b.Coord, err)
+			why := ""
+			if errors.Is(err, transport.ErrBadSecret) || errors.Is(err, transport.ErrJobMismatch) {
+				why = " (wrong secret or job?)"
+			}
+			return nil, fmt.Errorf("bootstrap: authentication with the coordinator (rank 0 at %s) failed%s: %w", r.b.Coord, why, err)
 		}
 		select {
 		case <-ctx.Done():

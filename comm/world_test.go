@@ -283,3 +283,49 @@ func TestRailsProbed(t *testing.T) {
 		}
 	}
 }
+
+// TestStartUnderFlood: a thousand idle connections held open on the
+// coordinator's port before the other ranks join do not stop a 4-rank
+// start (they used to: 64 handshake slots, each held for 10 s, and a
+// timed-out handshake was taken for a wrong secret).
+func TestStartUnderFlood(t *testing.T) {
+	coord := freePort(t)
+	stop := make(chan struct{})
+	ready := make(chan struct{})
+	var conns []net.Conn
+	go func() {
+		for len(conns) < 1000 {
+			c, err := net.DialTimeout("tcp", coord, time.Second)
+			if err != nil {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				continue
+			}
+			conns = append(conns, c)
+		}
+		close(ready)
+	}()
+	var took time.Duration
+	comms := commtest.Start(t, 4, func(b *bootstrap.Bootstrap) (*Comm, error) {
+		b.Coord, b.Transport = coord, "tcp"
+		if b.Rank != 0 { // rank 0 listens; the others join behind the flood
+			<-ready
+		}
+		start := time.Now()
+		c, err := Init(context.Background(), &Config{Bootstrap: b, Probe: netprobe.ModeOff})
+		if b.Rank == 1 {
+			took = time.Since(start)
+		}
+		return c, err
+	})
+	close(stop)
+	<-ready
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	t.Logf("rank 1 joined in %v beside %d idle connections", took, len(conns))
+	commtest.OnAll(t, comms, func(c *Comm) error { return c.Barrier(context.Background()) })
+}

@@ -44,6 +44,7 @@ const AnyRank = -1
 const (
 	DefaultMaxMessage       = 1 << 30 // 1 GiB
 	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultPreAuthTimeout   = 2 * time.Second
 	DefaultSendWindow       = 4 << 20 // bytes queued per direction on mem and shaped links
 	LoopbackSocketBuffer    = 256 << 10
 	MinSecretLen            = 16
@@ -68,6 +69,12 @@ type Config struct {
 	// HandshakeTimeout bounds the membership handshake of one connection.
 	// 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// PreAuthTimeout is how long a listener waits for an accepted
+	// connection's first bytes (the dialer speaks first, at once): one
+	// that says nothing in time is closed, so that idle connections
+	// cannot hold the handshake slots that real ranks need. 0 means
+	// DefaultPreAuthTimeout.
+	PreAuthTimeout time.Duration
 	// Logger receives rejected connections and broken links. nil discards.
 	Logger *slog.Logger
 
@@ -151,6 +158,7 @@ func DefaultConfig() Config {
 	return Config{
 		MaxMessage:       DefaultMaxMessage,
 		HandshakeTimeout: DefaultHandshakeTimeout,
+		PreAuthTimeout:   DefaultPreAuthTimeout,
 		QUIC: QUICConfig{
 			StreamWindow: 32 << 20,
 			ConnWindow:   64 << 20,
@@ -174,6 +182,8 @@ func (c *Config) Validate() error {
 		return bad("negative MaxMessage %d", c.MaxMessage)
 	case c.HandshakeTimeout < 0:
 		return bad("negative HandshakeTimeout %v", c.HandshakeTimeout)
+	case c.PreAuthTimeout < 0:
+		return bad("negative PreAuthTimeout %v", c.PreAuthTimeout)
 	case c.QUIC.KeepAlive < 0 || c.QUIC.IdleTimeout < 0:
 		return bad("negative QUIC timeout")
 	}
@@ -196,6 +206,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = d.HandshakeTimeout
+	}
+	if c.PreAuthTimeout == 0 {
+		c.PreAuthTimeout = d.PreAuthTimeout
 	}
 	if c.QUIC.StreamWindow == 0 {
 		c.QUIC.StreamWindow = d.QUIC.StreamWindow

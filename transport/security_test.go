@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -459,6 +460,56 @@ func TestFingerprints(t *testing.T) {
 			}
 			requireAuthErr(t, logged, ErrFingerprint)
 			requireNoAccept(t, ln)
+		})
+	}
+}
+
+// TestIdleFlood: a thousand connections that say nothing, held open on a
+// listener, neither stop nor hold up a real rank's handshake, and each is
+// dropped once PreAuthTimeout has passed.
+func TestIdleFlood(t *testing.T) {
+	for _, n := range []Network{tcpNetwork{}, tcpNetwork{tls: true}} {
+		t.Run(n.Kind().String(), func(t *testing.T) {
+			cfg := testConfig(1)
+			cfg.PreAuthTimeout = 300 * time.Millisecond
+			ln, err := n.Listen("127.0.0.1:0", cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = ln.Close() })
+			idle := make([]net.Conn, 0, 1000)
+			t.Cleanup(func() {
+				for _, c := range idle {
+					_ = c.Close()
+				}
+			})
+			for len(idle) < cap(idle) {
+				c, err := net.Dial("tcp", ln.Addr().String())
+				require.NoError(t, err)
+				idle = append(idle, c)
+			}
+			// A real rank gets through although every idle connection
+			// is still held (before: 64 at a time, each for the
+			// handshake timeout).
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				l, err := ln.Accept(ctx)
+				if err == nil {
+					_ = l.Close()
+				}
+				done <- err
+			}()
+			l, err := n.Dial(ctx, ln.Addr().String(), 1, testConfig(0))
+			require.NoError(t, err)
+			_ = l.Close()
+			require.NoError(t, <-done)
+			// Each idle connection is closed by the listener.
+			for i, c := range idle {
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				_, err := c.Read(make([]byte, 1))
+				require.Error(t, err, "idle connection %d", i)
+				require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "idle connection %d was not closed", i)
+			}
 		})
 	}
 }

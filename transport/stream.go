@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,7 +278,12 @@ type streamListener struct {
 
 var _ Listener = (*streamListener)(nil)
 
-const maxConcurrentHandshakes = 64
+// maxConcurrentHandshakes bounds the connections a listener
+// authenticates at once (a goroutine and a socket each). Beyond it the
+// accept loop waits; a connection that says nothing is closed after
+// Config.PreAuthTimeout, so a thousand idle ones delay a rank by that,
+// not by the handshake timeout.
+const maxConcurrentHandshakes = 4096
 
 func newStreamListener(kind Kind, cfg *Config, addr net.Addr, accept func() (net.Conn, error), stop func() error) *streamListener {
 	return &streamListener{
@@ -362,27 +368,44 @@ func (s *streamListener) serve(conn net.Conn) {
 func (s *streamListener) handshake(conn net.Conn) (Link, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
+	end, _ := ctx.Deadline()
+	raw := conn
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(aLongTimeAgo) })
 	defer stop()
+	// The dialer speaks first, at once: a connection that stays silent
+	// for PreAuthTimeout is dropped (see preAuthConn). With TLS the whole
+	// TLS handshake must fit in it.
 	var binding []byte
 	if s.upgrade != nil {
-		c, b, err := s.upgrade(ctx, conn)
+		_ = raw.SetReadDeadline(time.Now().Add(s.cfg.PreAuthTimeout))
+		c, b, err := s.upgrade(ctx, raw)
 		if err != nil {
 			return nil, &AuthError{Role: "listener", Remote: conn.RemoteAddr(), Rank: AnyRank, Err: timeoutErr(ctx, err)}
 		}
+		_ = raw.SetReadDeadline(end)
 		conn, binding = c, b
+	} else {
+		conn = newPreAuthConn(raw, s.cfg.PreAuthTimeout, end)
 	}
 	p := hsParams{job: s.cfg.JobID, rank: s.cfg.Rank, secret: s.cfg.Secret, binding: binding}
 	if s.verify != nil {
 		p.check = func(peer int) error { return s.verify(conn, peer) }
 	}
 	peer, err := listenHandshake(conn, p)
+	if pc, ok := conn.(*preAuthConn); ok && err != nil && !pc.spoke.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &AuthError{Role: "listener", Remote: raw.RemoteAddr(), Rank: AnyRank,
+			Err: fmt.Errorf("%w: the peer said nothing for %v (PreAuthTimeout)", context.DeadlineExceeded, s.cfg.PreAuthTimeout)}
+	}
 	if err != nil {
 		return nil, fixAuthErr(ctx, err, conn.RemoteAddr())
 	}
 	if !stop() {
 		return nil, &AuthError{Role: "listener", Remote: conn.RemoteAddr(), Rank: peer, Err: context.DeadlineExceeded}
 	}
+	if pc, ok := conn.(*preAuthConn); ok {
+		conn = pc.Conn // the link uses the socket itself (pacing, writev)
+	}
+	_ = raw.SetReadDeadline(time.Time{})
 	if s.newLink != nil {
 		_ = conn.Close()
 		return s.newLink(conn, peer), nil
@@ -476,4 +499,26 @@ func dialStream(ctx context.Context, kind Kind, conn net.Conn, cfg *Config, peer
 		return nil, &OpError{Op: "dial", Transport: kind, Peer: peer, Addr: conn.RemoteAddr(), Err: fixAuthErr(ctx, err, conn.RemoteAddr())}
 	}
 	return newStreamLink(kind, conn, cfg, got), nil
+}
+
+// preAuthConn is an accepted connection, during its handshake, whose
+// first bytes must arrive within a deadline: reading stops at it until
+// some data came, and then at the handshake's own deadline.
+type preAuthConn struct {
+	net.Conn
+	end   time.Time // the handshake's deadline
+	spoke atomic.Bool
+}
+
+func newPreAuthConn(c net.Conn, d time.Duration, end time.Time) *preAuthConn {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	return &preAuthConn{Conn: c, end: end}
+}
+
+func (c *preAuthConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.spoke.Swap(true) {
+		_ = c.Conn.SetReadDeadline(c.end)
+	}
+	return n, err
 }
