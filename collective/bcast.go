@@ -59,8 +59,10 @@ const (
 )
 
 // PlanBcast plans the broadcast of bytes bytes from root on the ranks of
-// m. The candidates are the binomial tree and trees built from the
-// measured rates (rateTree) for several target rates, each with every
+// m. The candidates are the binomial tree, the tree that informs every
+// rank earliest from the measured latencies (latencyTree, up to
+// latencyTreeLimit ranks) and trees built from the measured rates
+// (rateTree) for several target rates, each with every
 // power-of-two number of pieces from 1 up to pieces of bcastMinChunk
 // bytes; the plan is the candidate with the shortest predicted time
 // (PredictBcast, on the fabric m implies). algo forces the tree: ""
@@ -89,6 +91,10 @@ func PlanBcast(m *Model, root int, bytes int64, algo Algorithm) (*BcastPlan, err
 	if algo != BcastPipeline {
 		p, c := binomialTree(n, root)
 		trees = append(trees, tree{BcastBinomial, p, c})
+	}
+	if algo != BcastBinomial && n > 2 && n <= latencyTreeLimit {
+		p, c := latencyTree(m, f, root, bytes)
+		trees = append(trees, tree{BcastPipeline, p, c})
 	}
 	if algo != BcastBinomial && n > 2 {
 		top := maxTreeRate(m, f, root)
@@ -149,6 +155,52 @@ func binomialTree(n, root int) (parent []int, children [][]int) {
 				children[r] = append(children[r], (v+mask+root)%n)
 			}
 		}
+	}
+	return parent, children
+}
+
+// latencyTreeLimit bounds the ranks latencyTree plans for (its cost is
+// O(P^3)).
+const latencyTreeLimit = 128
+
+// latencyTree builds a tree for a message sent whole, from the measured
+// latencies and rates: each step informs the rank that the message can
+// reach first, from whichever informed rank gets it there earliest, where
+// a rank sends to its children one after the other, each send keeping it
+// busy for the message's bytes over its egress plus the message overhead.
+// Fast, near ranks therefore inform first and relay, and a slow link
+// (a WAN between clusters) is crossed once, early.
+func latencyTree(m *Model, f *Fabric, root int, bytes int64) (parent []int, children [][]int) {
+	n := f.Size()
+	b := float64(bytes)
+	parent = make([]int, n)
+	children = make([][]int, n)
+	free := make([]float64, n) // when an informed rank can start its next send
+	informed := make([]bool, n)
+	for r := range parent {
+		parent[r] = -2
+	}
+	parent[root], informed[root] = -1, true
+	members := []int{root}
+	for len(members) < n {
+		bestV, bestU, bestAt := -1, -1, math.Inf(1)
+		for _, v := range members {
+			for u := 0; u < n; u++ {
+				if informed[u] {
+					continue
+				}
+				at := free[v] + f.StartUp(v, u) + b/min(m.Rate(v, u), f.Out(v), f.In(u)) + bcastChunkOverhead
+				if at < bestAt {
+					bestV, bestU, bestAt = v, u, at
+				}
+			}
+		}
+		parent[bestU] = bestV
+		children[bestV] = append(children[bestV], bestU)
+		informed[bestU] = true
+		free[bestV] += b/f.Out(bestV) + bcastChunkOverhead
+		free[bestU] = bestAt
+		members = append(members, bestU)
 	}
 	return parent, children
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // switchModel is a switched network: every pair runs at the slower of
@@ -252,4 +254,39 @@ func TestPlanBcastErrors(t *testing.T) {
 	if err != nil || p.Predicted != 0 {
 		t.Fatalf("one rank: %+v, %v", p, err)
 	}
+}
+
+func TestPlanBcastLatencyTree(t *testing.T) {
+	// Two sites of 4 ranks, 50 us apart within a site and 5 ms across: a
+	// small message from rank 1 should reach every rank in about one
+	// crossing. The binomial tree from rank 1 crosses three times, two of
+	// them one after the other.
+	m := NewUniformModel(8, 50e-6, 100e6)
+	for i := 0; i < 8; i++ {
+		for j := 0; j < 8; j++ {
+			if i != j && (i < 4) != (j < 4) {
+				m.Latency[i][j] = 5e-3
+			}
+		}
+	}
+	bin, err := PlanBcast(m, 1, 1024, BcastBinomial)
+	require.NoError(t, err)
+	require.Greater(t, bin.Predicted, 10e-3, "two crossings in a row")
+	auto, err := PlanBcast(m, 1, 1024, Auto)
+	require.NoError(t, err)
+	checkTree(t, auto.Parent, auto.Children, 1)
+	require.Less(t, auto.Predicted, 5.5e-3, "parents %v", auto.Parent)
+	// Every rank is at most one crossing from the root.
+	for r := range auto.Parent {
+		k := 0
+		for q := r; auto.Parent[q] >= 0; q = auto.Parent[q] {
+			if (q < 4) != (auto.Parent[q] < 4) {
+				k++
+			}
+		}
+		require.LessOrEqual(t, k, 1, "rank %d (parents %v)", r, auto.Parent)
+	}
+	// The latency tree itself: fast, near ranks first.
+	parent, _ := latencyTree(m, FabricFromModel(m), 1, 1024)
+	require.Equal(t, 1, parent[0], "a near rank is informed first: %v", parent)
 }
