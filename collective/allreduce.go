@@ -228,3 +228,38 @@ func AllreduceBound(f *Fabric, bytes int64) FabricBound {
 	}
 	return bd.done(f, -1, bytes)
 }
+
+// ReduceScatterBound is a lower bound on a ReduceScatter of bytes bytes
+// per rank in P equal blocks on f (MPI_Reduce_scatter_block), for
+// algorithms that combine at the ranks, and the resource that sets it:
+// the largest of
+//
+//   - (P-1)/P bytes over any rank's egress: its input for every other
+//     rank's block leaves it at least once;
+//   - bytes/P over any rank's ingress: its block, combined, arrives;
+//   - (P-1) bytes over the sum of all egress capacities: combining P
+//     inputs of a block takes at least P-1 transfers of it;
+//   - for each segment direction, the blocks of the receiving side (each
+//     needs the sending side's inputs) over its capacity;
+//
+// plus the shortest start-up of any pair.
+func ReduceScatterBound(f *Fabric, bytes int64) FabricBound {
+	n := f.Size()
+	bd := &boundOf{}
+	if n < 2 {
+		return bd.FabricBound
+	}
+	b, p := float64(bytes), float64(n)
+	out := 0.0
+	for r := 0; r < n; r++ {
+		out += f.Out(r)
+		bd.consider((p-1)/p*b/f.Out(r), fmt.Sprintf("rank %d egress", r))
+		bd.consider(b/p/f.In(r), fmt.Sprintf("rank %d ingress", r))
+	}
+	bd.consider((p-1)*b/out, "total egress")
+	for _, seg := range f.Segments {
+		bd.consider(float64(len(seg.B))*b/p/seg.AB, fmt.Sprintf("segment %s a->b", seg.Name))
+		bd.consider(float64(len(seg.A))*b/p/seg.BA, fmt.Sprintf("segment %s b->a", seg.Name))
+	}
+	return bd.done(f, -1, bytes)
+}

@@ -127,3 +127,23 @@ func TestPlanAllreducePipelined(t *testing.T) {
 	require.Equal(t, 1, uni.Segments)
 	require.Equal(t, 0, PlanAllreduce(m, 1<<20, 8, AllreduceTree).Segments)
 }
+
+func TestReduceScatterBound(t *testing.T) {
+	// 4 alike NICs of 10 B/s, 400 bytes: each rank sends 3 blocks of 100
+	// (30 s), and the 3 transfers of each of 4 blocks over 40 B/s take
+	// 30 s too.
+	f := switchFabric(10, 10, 10, 10)
+	b := ReduceScatterBound(f, 400)
+	require.Equal(t, 30.0, b.Bandwidth)
+	// A slow rank's egress: its 300 bytes for the others at 1 B/s.
+	f = switchFabric(10, 1, 10, 10)
+	b = ReduceScatterBound(f, 400)
+	require.Equal(t, 300.0, b.Bandwidth)
+	require.Equal(t, "rank 1 egress", b.Resource)
+	// A backbone: side B's two blocks need side A's inputs.
+	f = switchFabric(100, 100, 100, 100)
+	f.Segments = []Segment{{Name: "bb", A: []int{0, 1}, B: []int{2, 3}, AB: 1, BA: 10}}
+	b = ReduceScatterBound(f, 400)
+	require.Equal(t, 200.0, b.Bandwidth)
+	require.Equal(t, "segment bb a->b", b.Resource)
+}

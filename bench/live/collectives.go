@@ -39,9 +39,10 @@ type liveCase struct {
 // The algorithms of the collectives that have no planner of patterns:
 // the first of each is its default, all of them are "all".
 var fixedAlgorithms = map[string][]collective.Algorithm{
-	"bcast":     {collective.Auto, collective.BcastBinomial, collective.BcastPipeline},
-	"allgather": {collective.Auto, collective.AllgatherRing, collective.AllgatherMesh},
-	"allreduce": {collective.Auto, collective.AllreduceTree, collective.AllreduceRSAG},
+	"bcast":         {collective.Auto, collective.BcastBinomial, collective.BcastPipeline},
+	"allgather":     {collective.Auto, collective.AllgatherRing, collective.AllgatherMesh},
+	"allreduce":     {collective.Auto, collective.AllreduceTree, collective.AllreduceRSAG},
+	"reducescatter": {collective.Auto},
 }
 
 // bcastRoot is the root of `hetbench live -collective bcast` (and of the
@@ -193,6 +194,62 @@ func allreduceCase(c *comm.Comm, size int64, algo collective.Algorithm) liveCase
 			return "", err
 		}
 		return diffSums(got, n), nil
+	}
+	return lc
+}
+
+// reducescatterCase sums a vector of size/8 float64s over the ranks and
+// gives each its block of size/8/P (ReduceScatterBlock, as
+// MPI_Reduce_scatter_block), bounded by collective.ReduceScatterBound.
+// Its one algorithm, auto, sends every block at once, paced when that
+// pays (what it chose and the prediction come from
+// collective.PlanFlowsAuto, as in comm).
+func reducescatterCase(c *comm.Comm, size int64) liveCase {
+	me, n := c.Rank(), c.Size()
+	block := int(size / 8 / int64(n))
+	data := make([]float64, block*n)
+	for i := range data {
+		data[i] = allreduceElem(me, i)
+	}
+	lc := liveCase{total: int64(n) * int64(n-1) * int64(block) * 8}
+	if m := c.Model(); m != nil {
+		f := collective.FabricFromModel(m)
+		bd := collective.ReduceScatterBound(f, int64(block*n)*8)
+		lc.fabric, lc.boundBy = bd.Seconds, bd.Resource
+		// The exchange comm makes: every block to its rank at once,
+		// unpaced or paced as PlanFlowsAuto chooses.
+		x := &collective.Exchange{Bytes: make([][]int64, n)}
+		for i := range x.Bytes {
+			x.Bytes[i] = make([]int64, n)
+			for j := range x.Bytes[i] {
+				if i != j {
+					x.Bytes[i][j] = int64(block) * 8
+				}
+			}
+		}
+		if p, err := collective.PlanFlowsAuto(f, x, collective.FlowOptions{}); err == nil {
+			lc.pred, lc.chosen = p.Predicted, string(p.Algorithm)
+		}
+	}
+	lc.note = joinNote("", lc.boundBy)
+	lc.run = func(ctx context.Context) error {
+		_, err := comm.ReduceScatterBlock(ctx, c, data, comm.Sum[float64])
+		return err
+	}
+	lc.check = func(ctx context.Context) (string, error) {
+		got, err := comm.ReduceScatterBlock(ctx, c, data, comm.Sum[float64])
+		if err != nil {
+			return "", err
+		}
+		if len(got) != block {
+			return fmt.Sprintf("a block of %d elements, want %d", len(got), block), nil
+		}
+		for i, x := range got {
+			if want := float64(n*(n+1)/2) * float64((me*block+i)%251+1); x != want {
+				return fmt.Sprintf("element %d is %g, want %g", i, x, want), nil
+			}
+		}
+		return "", nil
 	}
 	return lc
 }

@@ -59,7 +59,7 @@ func TestLiveAlgorithmsBcastAllgatherAllreduce(t *testing.T) {
 
 // The ranks get the launcher's flags back as they were.
 func TestLiveFlagsArgsRoundTrip(t *testing.T) {
-	for _, coll := range []string{"bcast", "allgather", "allreduce"} {
+	for _, coll := range []string{"bcast", "allgather", "allreduce", "reducescatter"} {
 		fs := flag.NewFlagSet("live", flag.ContinueOnError)
 		var lf liveFlags
 		lf.register(fs)
@@ -76,7 +76,7 @@ func TestLiveFlagsArgsRoundTrip(t *testing.T) {
 }
 
 func TestMPIPeerCollectives(t *testing.T) {
-	for coll, op := range map[string]string{"bcast": "MPI_Bcast", "allgather": "MPI_Allgather", "allreduce": "MPI_Allreduce"} {
+	for coll, op := range map[string]string{"bcast": "MPI_Bcast", "allgather": "MPI_Allgather", "allreduce": "MPI_Allreduce", "reducescatter": "MPI_Reduce_scatter_block"} {
 		dir := t.TempDir()
 		pat, name, err := mpiPattern(liveFlags{collective: coll}, 4, 1<<20, nil, dir)
 		require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestMPIPeerCollectives(t *testing.T) {
 		require.Empty(t, files, "no pattern file")
 	}
 	// -peer mpi runs every collective hetbench live has.
-	for _, coll := range []string{"alltoallv", "multicast", "redistribute", "bcast", "allgather", "allreduce"} {
+	for _, coll := range []string{"alltoallv", "multicast", "redistribute", "bcast", "allgather", "allreduce", "reducescatter"} {
 		_, err := (&liveFlags{collective: coll}).algorithms()
 		require.NoError(t, err)
 		require.True(t, mpiPeerSupports(coll), coll)
@@ -224,7 +224,7 @@ func TestLiveCasesCheck(t *testing.T) {
 	m := collective.NewUniformModel(n, 50e-6, 1e9)
 	comms := worldtest.Start(t, n, nil, func(_ int, c *comm.Config) { c.Model = m })
 	ctx := context.Background()
-	for _, coll := range []string{"bcast", "allgather", "allreduce"} {
+	for _, coll := range []string{"bcast", "allgather", "allreduce", "reducescatter"} {
 		lf := liveFlags{collective: coll, seed: 3, iters: 2, warmup: 1}
 		algos, err := lf.algorithms()
 		require.NoError(t, err)

@@ -70,10 +70,10 @@ type liveFlags struct {
 }
 
 func (f *liveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.collective, "collective", "alltoallv", "collective: alltoallv, multicast, redistribute, bcast (from rank 0), allgather or allreduce (a vector of bytes/8 float64s, summed)")
+	fs.StringVar(&f.collective, "collective", "alltoallv", "collective: alltoallv, multicast, redistribute, bcast (from rank 0), allgather, allreduce (a vector of bytes/8 float64s, summed) or reducescatter (the same, a block of it to each rank)")
 	fs.StringVar(&f.pattern, "pattern", "", "pattern: alltoallv "+strings.Join(Patterns, ", ")+" (default uniform); multicast allbcast (default) or multi (25% of the ranks are sources, random destinations); redistribute random")
-	fs.StringVar(&f.bytes, "bytes", "65536,1048576", "comma-separated message sizes (the pattern's largest message; bcast the message, allgather each rank's block, allreduce the vector)")
-	fs.StringVar(&f.algos, "algo", "", "comma-separated algorithms, or all: alltoallv caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive, paced (default openshop,naive); multicast fef ... rrsp, auto, naive (default rrp,naive); redistribute ggp, oggp, bruteforce, paced, each optionally +perpair (no barrier between steps) (default oggp,bruteforce); bcast auto, binomial, pipeline (default all three); allgather auto, ring, mesh (default all three); allreduce auto, tree, rsag (default all three)")
+	fs.StringVar(&f.bytes, "bytes", "65536,1048576", "comma-separated message sizes (the pattern's largest message; bcast the message, allgather each rank's block, allreduce and reducescatter the vector)")
+	fs.StringVar(&f.algos, "algo", "", "comma-separated algorithms, or all: alltoallv caterpillar, maxmatch, minmatch, greedy, openshop, auto, naive, paced (default openshop,naive); multicast fef ... rrsp, auto, naive (default rrp,naive); redistribute ggp, oggp, bruteforce, paced, each optionally +perpair (no barrier between steps) (default oggp,bruteforce); bcast auto, binomial, pipeline (default all three); allgather auto, ring, mesh (default all three); allreduce auto, tree, rsag (default all three); reducescatter auto")
 	fs.StringVar(&f.groups, "groups", "", "redistribute: the two groups as ranks, e.g. 0,1,2,3:4,5,6,7 (default: collective.Clusters of the probed model, else the two halves)")
 	fs.IntVar(&f.k, "k", 0, "redistribute: the backbone's concurrency k (0: measured with ProbeBackbone)")
 	fs.IntVar(&f.iters, "iters", 20, "timed iterations per size and algorithm")
@@ -125,7 +125,7 @@ func (f *liveFlags) defaults() {
 	}
 	if f.algos == "" {
 		f.algos = map[string]string{"alltoallv": "openshop,naive", "multicast": "rrp,naive", "redistribute": "oggp,bruteforce",
-			"bcast": "auto,binomial,pipeline", "allgather": "auto,ring,mesh", "allreduce": "auto,tree,rsag"}[f.collective]
+			"bcast": "auto,binomial,pipeline", "allgather": "auto,ring,mesh", "allreduce": "auto,tree,rsag", "reducescatter": "auto"}[f.collective]
 	}
 }
 
@@ -141,10 +141,10 @@ func (f *liveFlags) algorithms() ([]collective.Algorithm, error) {
 		kind = collective.KindMulticast
 	case "redistribute":
 		kind = collective.KindRedistribute
-	case "bcast", "allgather", "allreduce":
+	case "bcast", "allgather", "allreduce", "reducescatter":
 		return fixedAlgorithmsOf(f.collective, f.algos)
 	default:
-		return nil, fmt.Errorf("bench: unknown collective %q (want alltoallv, multicast, redistribute, bcast, allgather or allreduce)", f.collective)
+		return nil, fmt.Errorf("bench: unknown collective %q (want alltoallv, multicast, redistribute, bcast, allgather, allreduce or reducescatter)", f.collective)
 	}
 	if f.algos == "all" {
 		all := collective.Algorithms(kind)
@@ -636,8 +636,10 @@ func liveOp(ctx context.Context, c *comm.Comm, lf liveFlags, sz [][]int64, size 
 		return allgatherCase(c, size, algo, lf.seed), nil
 	case "allreduce":
 		return allreduceCase(c, size, algo), nil
+	case "reducescatter":
+		return reducescatterCase(c, size), nil
 	}
-	return liveCase{}, fmt.Errorf("unknown collective %q (want alltoallv, multicast, redistribute, bcast, allgather or allreduce)", lf.collective)
+	return liveCase{}, fmt.Errorf("unknown collective %q (want alltoallv, multicast, redistribute, bcast, allgather, allreduce or reducescatter)", lf.collective)
 }
 
 // liveGroups parses -groups, or finds two groups in the model.

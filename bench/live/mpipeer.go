@@ -19,8 +19,8 @@ import (
 // mpiPeerCollectives are the collectives -peer mpi runs, and mpiOps the
 // MPI operation that runs each of the ones whose PATTERN is their name.
 var (
-	mpiPeerCollectives = []string{"alltoallv", "multicast", "redistribute", "bcast", "allgather", "allreduce"}
-	mpiOps             = map[string]string{"bcast": "MPI_Bcast", "allgather": "MPI_Allgather", "allreduce": "MPI_Allreduce"}
+	mpiPeerCollectives = []string{"alltoallv", "multicast", "redistribute", "bcast", "allgather", "allreduce", "reducescatter"}
+	mpiOps             = map[string]string{"bcast": "MPI_Bcast", "allgather": "MPI_Allgather", "allreduce": "MPI_Allreduce", "reducescatter": "MPI_Reduce_scatter_block"}
 )
 
 // mpiPeerSupports says whether -peer mpi runs a collective.
@@ -90,12 +90,12 @@ func runMPIPeer(ctx context.Context, lf liveFlags, n int, hosts, rsh, ifInclude 
 }
 
 // mpiPattern returns the MPI peer's PATTERN argument for one size (an
-// Alltoallv pattern name, bcast, allgather or allreduce, or @FILE with the
+// Alltoallv pattern name, bcast, allgather, allreduce or reducescatter, or @FILE with the
 // bytes written out) and the MPI operation it runs.
 func mpiPattern(lf liveFlags, n int, size int64, own []LiveRecord, dir string) (string, string, error) {
 	var b strings.Builder
 	switch lf.collective {
-	case "bcast", "allgather", "allreduce":
+	case "bcast", "allgather", "allreduce", "reducescatter":
 		return lf.collective, mpiOps[lf.collective], nil
 	case "alltoallv":
 		if lf.pattern == "" {

@@ -11,6 +11,8 @@
  *   "bcast": one MPI_Bcast of MAXBYTES bytes from rank 0;
  *   "allgather": one MPI_Allgather of MAXBYTES bytes per rank;
  *   "allreduce": one MPI_Allreduce (MPI_SUM) of MAXBYTES/8 doubles;
+ *   "reducescatter": one MPI_Reduce_scatter_block (MPI_SUM) of MAXBYTES/8
+ *       doubles, a block of MAXBYTES/8/N to each rank;
  * or @FILE, a pattern written by hetbench:
  *   "matrix N" and N rows of N byte counts: one MPI_Alltoallv (the
  *       cluster-to-cluster redistribution, zero outside sender->receiver);
@@ -18,7 +20,8 @@
  *       communicator per message (its source and destinations, made once,
  *       untimed), and per iteration one MPI_Ibcast per message from its
  *       source, all started at once and then waited for.
- * The result of the last bcast, allgather or allreduce is checked (the
+ * The result of the last bcast, allgather, allreduce or reducescatter is
+ * checked (the
  * run fails when it is wrong).
  * prints, on rank 0, one line per run:
  *   RESULT pattern=P bytes=B ranks=N median=S min=S max=S avg=S p99=S
@@ -139,7 +142,9 @@ int main(int argc, char **argv) {
 	else if (!strcmp(pattern, "bcast")) kind = 'b';
 	else if (!strcmp(pattern, "allgather")) kind = 'g';
 	else if (!strcmp(pattern, "allreduce")) kind = 'r';
-	if ((kind == 'b' || kind == 'g' || kind == 'r') && (max < 0 || max > 0x7fffffff)) die(me, "bad size");
+	else if (!strcmp(pattern, "reducescatter")) kind = 's';
+	if ((kind == 'b' || kind == 'g' || kind == 'r' || kind == 's') && (max < 0 || max > 0x7fffffff)) die(me, "bad size");
+	long long block = max / 8 / n; /* reducescatter: doubles per rank */
 	for (int j = 0; j < n && (kind == 'a' || kind == 'm'); j++) {
 		long long s = mat ? mat[me * n + j] : size_of(pattern, n, me, j, max, seed);
 		long long r = mat ? mat[j * n + me] : size_of(pattern, n, j, me, max, seed);
@@ -153,11 +158,12 @@ int main(int argc, char **argv) {
 	if (kind == 'b') stot = rtot = max; /* root's message, received in place */
 	if (kind == 'g') stot = max, rtot = max * n;
 	if (kind == 'r') stot = rtot = max / 8 * (long long)sizeof(double);
+	if (kind == 's') stot = block * n * (long long)sizeof(double), rtot = block * (long long)sizeof(double);
 	char *sbuf = malloc(stot + 1), *rbuf = malloc(rtot + 1);
 	if (!sbuf || !rbuf) die(me, "out of memory");
 	memset(sbuf, me, stot + 1);
-	if (kind == 'r')
-		for (long long i = 0; i < max / 8; i++) ((double *)sbuf)[i] = (double)(me + 1);
+	if (kind == 'r' || kind == 's')
+		for (long long i = 0; i < stot / (long long)sizeof(double); i++) ((double *)sbuf)[i] = (double)(me + 1);
 	double *t = malloc(iters * sizeof(double));
 	for (int it = 0; it < warmup + iters; it++) {
 		MPI_Barrier(MPI_COMM_WORLD);
@@ -174,6 +180,8 @@ int main(int argc, char **argv) {
 			MPI_Allgather(sbuf, (int)max, MPI_BYTE, rbuf, (int)max, MPI_BYTE, MPI_COMM_WORLD);
 		} else if (kind == 'r') {
 			MPI_Allreduce(sbuf, rbuf, (int)(max / 8), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+		} else if (kind == 's') {
+			MPI_Reduce_scatter_block(sbuf, rbuf, (int)block, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 		} else {
 			MPI_Alltoallv(sbuf, scount, sdispl, MPI_BYTE, rbuf, rcount, rdispl, MPI_BYTE, MPI_COMM_WORLD);
 		}
@@ -187,6 +195,7 @@ int main(int argc, char **argv) {
 	for (long long i = 0; kind == 'b' && i < max; i++) bad |= sbuf[i] != 0;
 	for (long long i = 0; kind == 'g' && i < max * n; i++) bad |= rbuf[i] != (char)(i / max);
 	for (long long i = 0; kind == 'r' && i < max / 8; i++) bad |= ((double *)rbuf)[i] != (double)n * (n + 1) / 2;
+	for (long long i = 0; kind == 's' && i < block; i++) bad |= ((double *)rbuf)[i] != (double)n * (n + 1) / 2;
 	int anybad;
 	MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 	if (anybad) die(me, "wrong result");
