@@ -24,6 +24,7 @@ const (
 	EnvHost       = "HETCOMM_HOST"        // address other ranks use to reach this one (optional)
 	EnvRails      = "HETCOMM_RAILS"       // comma-separated rails: local addresses, or networks (CIDR) resolved to this host's address in them (optional)
 	EnvRailPolicy = "HETCOMM_RAIL_POLICY" // auto (default), single, mux, agg or muxagg (optional)
+	EnvRailsAuto  = "HETCOMM_RAILS_AUTO"  // without HETCOMM_RAILS: on (default: every other network all ranks share becomes a rail), off, or networks (CIDR) to limit it to
 	EnvModel      = "HETCOMM_MODEL"       // cost-model JSON file (optional)
 	EnvProbe      = "HETCOMM_PROBE"       // link probing at start-up: full, cached (default) or off
 	EnvEmulate    = "HETCOMM_EMULATE"     // a model JSON whose rates and latencies the links emulate (optional)
@@ -63,6 +64,11 @@ type Bootstrap struct {
 	// in CIDR form (10.77.2.0/24), each meaning this host's address in it;
 	// empty means one rail on Host.
 	Rails []string
+	// RailsAuto, when Rails is empty, chooses the rails found by
+	// themselves: "" or "on" adds one rail per other network that every
+	// rank has an address in, "off" none, and networks in CIDR form limit
+	// the search to them (see HETCOMM_RAILS_AUTO).
+	RailsAuto string
 	// RailPolicy names the rail policy (transport.ParseRailPolicy) used
 	// when comm's Config.RailPolicy is left at its zero value; "" means
 	// auto.
@@ -157,6 +163,7 @@ func (b *Bootstrap) Env() []string {
 		{EnvHost, b.Host},
 		{EnvRails, strings.Join(b.Rails, ",")},
 		{EnvRailPolicy, b.RailPolicy},
+		{EnvRailsAuto, b.RailsAuto},
 		{EnvModel, b.Model},
 		{EnvProbe, b.Probe},
 		{EnvEmulate, b.Emulate},

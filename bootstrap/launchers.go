@@ -262,6 +262,10 @@ func readOptions(e env, b *Bootstrap) error {
 			b.Rails = append(b.Rails, r)
 		}
 	}
+	b.RailsAuto = e(EnvRailsAuto)
+	if _, _, err := parseRailsAuto(b.RailsAuto); err != nil {
+		return &EnvError{Var: EnvRailsAuto, Msg: err.Error() + " (want on, off or networks such as 10.77.1.0/24)"}
+	}
 	if b.RailPolicy = e(EnvRailPolicy); b.RailPolicy != "" {
 		if _, err := transport.ParseRailPolicy(b.RailPolicy); err != nil {
 			return &EnvError{Var: EnvRailPolicy, Msg: fmt.Sprintf("%q is not a rail policy (auto, single, mux, agg or muxagg)", b.RailPolicy)}

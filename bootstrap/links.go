@@ -193,6 +193,11 @@ func (c *connector) assemble(links [][]transport.Link) error {
 		case len(ls) == 1:
 			c.mesh.Links[p] = ls[0]
 		default:
+			if c.lateUserTimeout > 0 {
+				for _, l := range ls {
+					transport.SetUserTimeout(l, c.lateUserTimeout)
+				}
+			}
 			rs, err := transport.NewRailSet(ls, transport.RailConfig{
 				RailModel:  transport.RailModel{Costs: c.cfg.RailCosts(p, len(ls)), Policy: c.cfg.RailPolicy},
 				Router:     c.router,

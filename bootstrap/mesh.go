@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/hetcomm/hetcomm/transport"
@@ -114,6 +115,12 @@ type connector struct {
 	tcfg   transport.Config      // the links' configuration
 	router *transport.RailRouter // with several rails: places their parts
 	mesh   *Mesh
+	// found is the network of each rail found by itself (the first: "");
+	// nil when the rails were given or none was found.
+	found []string
+	// lateUserTimeout is set on every rail link in assemble (rails found
+	// by themselves; see keepRails).
+	lateUserTimeout time.Duration
 }
 
 func (c *connector) connect(ctx context.Context) error {
@@ -130,12 +137,46 @@ func (c *connector) connect(ctx context.Context) error {
 	coordCfg := c.tcfg
 	coordCfg.Alloc = nil
 	rv := &rendezvous{b: c.b, netw: coordNet, cfg: coordCfg, log: c.cfg.Logger}
+	me.Nets = c.found
 	dir, err := rv.meet(ctx, me)
 	if err != nil {
 		return err
 	}
+	if slices.ContainsFunc(dir.Peers, func(p Peer) bool { return len(p.Nets) > 0 }) {
+		c.keepRails(chooseRails(dir)[c.b.Rank])
+	}
 	c.mesh.Dir = dir
 	return c.dialAndAccept(ctx)
+}
+
+// keepRails keeps this rank's listeners of the rails chosen (indices
+// into its hello, see chooseRails), in that order, and closes the others.
+func (c *connector) keepRails(kept []int) {
+	ls := c.mesh.Listeners
+	var out []transport.Listener
+	for _, i := range kept {
+		out = append(out, ls[i])
+	}
+	for i, l := range ls {
+		if !slices.Contains(kept, i) {
+			_ = l.Close()
+		}
+	}
+	c.mesh.Listeners = out
+	if len(c.found) > 0 {
+		var rails []string
+		for _, i := range kept {
+			rails = append(rails, c.b.Rails[i])
+		}
+		c.b.Rails = rails
+		// Several rails after all: dialed rails get RailUserTimeout now,
+		// accepted ones in assemble (their listeners had none, so that a
+		// single rail keeps the plain links' behaviour).
+		if len(kept) > 1 && c.tcfg.UserTimeout == 0 {
+			c.tcfg.UserTimeout = c.cfg.RailUserTimeout
+			c.lateUserTimeout = c.cfg.RailUserTimeout
+		}
+	}
 }
 
 // listen configures the links and listens on every rail before telling
@@ -162,7 +203,7 @@ func (c *connector) listen() (Peer, error) {
 		}
 		c.router = transport.NewRailRouter(t.Alloc)
 		t.Alloc = c.router.Alloc
-		if t.UserTimeout == 0 {
+		if t.UserTimeout == 0 && c.found == nil {
 			t.UserTimeout = c.cfg.RailUserTimeout
 		}
 	}
@@ -192,7 +233,31 @@ func (c *connector) listenAddrs() ([]string, error) {
 		return addrs, nil
 	}
 	if len(c.b.Rails) == 0 {
-		return []string{net.JoinHostPort(c.localHost(), "0")}, nil
+		host := c.localHost()
+		addrs := []string{net.JoinHostPort(host, "0")}
+		limit, on, err := parseRailsAuto(c.b.RailsAuto)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: %s: %w", EnvRailsAuto, err)
+		}
+		if !on || c.cfg.RailCosts == nil {
+			return addrs, nil
+		}
+		cands, err := discoverRails(host, limit, upInterfaceAddrs)
+		if err != nil {
+			return nil, err
+		}
+		c.found = append(c.found, "")
+		for _, cd := range cands {
+			addrs = append(addrs, net.JoinHostPort(cd.ip, "0"))
+			c.b.Rails = append(c.b.Rails, cd.ip)
+			c.found = append(c.found, cd.net.String())
+		}
+		if len(cands) > 0 {
+			c.b.Rails = append([]string{host}, c.b.Rails...)
+		} else {
+			c.found = nil
+		}
+		return addrs, nil
 	}
 	rails, err := resolveRails(c.b.Rails, net.InterfaceAddrs)
 	if err != nil {

@@ -24,6 +24,10 @@ type Peer struct {
 	Fingerprint string `msgpack:"fp,omitempty"`
 	Host        string `msgpack:"host,omitempty"`
 	PID         int    `msgpack:"pid"`
+	// Nets gives, for rails found by themselves (HETCOMM_RAILS_AUTO), the
+	// network (CIDR) of each address after the first; they are resolved
+	// into the directory's rails (chooseRails) and then cleared.
+	Nets []string `msgpack:"nets,omitempty"`
 }
 
 // RailHosts returns the host of each of the peer's rails.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"time"
 )
 
 // ErrNoPacing reports a link that cannot pace what it sends (SetPacing).
@@ -121,3 +122,20 @@ func (rs *RailSet) SetPacing(rate float64) error {
 
 // SetPacing implements Pacer for the link under the shaping.
 func (l *shapedLink) SetPacing(rate float64) error { return SetPacing(l.Link, rate) }
+
+// SetUserTimeout bounds, on a TCP or TLS link, how long sent data may stay
+// unacknowledged before the connection fails (Config.UserTimeout, set
+// after the link was made). Other links are left alone; it reports
+// whether l is one it applies to.
+func SetUserTimeout(l Link, d time.Duration) bool {
+	sl, ok := l.(*streamLink)
+	if !ok {
+		return false
+	}
+	tc := sl.tcp()
+	if tc == nil {
+		return false
+	}
+	setUserTimeout(tc, d)
+	return true
+}

@@ -20,6 +20,7 @@ type launchFlags struct {
 	transport, hosts, rsh *string
 	emulate               *string
 	rails, railPolicy     *string
+	railsAuto             *string
 }
 
 // register adds the flags to fs; railsHelp and policyHelp end the help of
@@ -32,6 +33,7 @@ func (l *launchFlags) register(fs *flag.FlagSet, railsHelp, policyHelp string) {
 	l.emulate = fs.String("emulate", "", "emulate a network in user space: a model JSON or a netlab topology (rates and latencies per pair)")
 	l.rails = fs.String("rails", "", "rails (NICs) of every rank, as networks such as 10.77.1.0/24,10.77.2.0/24 or addresses (HETCOMM_RAILS)"+railsHelp)
 	l.railPolicy = fs.String("rail-policy", "", policyHelp)
+	l.railsAuto = fs.String("rails-auto", os.Getenv(bootstrap.EnvRailsAuto), "without -rails: on (every other network all ranks have an address in becomes a rail), off, or networks (CIDR) to look in (HETCOMM_RAILS_AUTO)")
 }
 
 // env is the ranks' environment for the rails and, with -emulate, the
@@ -43,6 +45,9 @@ func (l *launchFlags) env(command, tmp string, stderr io.Writer) (env []string, 
 	}
 	if l.railPolicy != nil && *l.railPolicy != "" {
 		env = append(env, bootstrap.EnvRailPolicy+"="+*l.railPolicy)
+	}
+	if l.railsAuto != nil && *l.railsAuto != "" {
+		env = append(env, bootstrap.EnvRailsAuto+"="+*l.railsAuto)
 	}
 	if *l.emulate == "" {
 		return env, "", bench.ExitOK, true

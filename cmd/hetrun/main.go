@@ -66,6 +66,7 @@ func parseArgs(args []string) (spec launch.Spec, prog, buildDir string, code int
 	grace := fs.Duration("grace", 3*time.Second, "time ranks get between SIGTERM and SIGKILL")
 	noPrefix := fs.Bool("no-prefix", false, "do not prefix output lines with the rank")
 	rails := fs.String("rails", "", "comma-separated rails (NICs) every rank uses, as networks such as 10.1.0.0/16,10.2.0.0/16 (each rank takes its address in each) or addresses (HETCOMM_RAILS)")
+	railsAuto := fs.String("rails-auto", os.Getenv(bootstrap.EnvRailsAuto), "without --rails: on (default: every other network that all ranks have an address in becomes a rail), off, or networks (CIDR) to look in, like Open MPI's btl_tcp_if_include (HETCOMM_RAILS_AUTO)")
 	railPolicy := fs.String("rail-policy", "", "how messages use several rails: auto (default), single, mux, agg or muxagg (HETCOMM_RAIL_POLICY)")
 	refresh := fs.Duration("refresh", 0, "run the background model refresher at this interval, e.g. 10s: idle links are measured again, a bounded share of the time (HETCOMM_REFRESH)")
 	var env multiFlag
@@ -123,6 +124,13 @@ Flags:
 		Coord: *coord, Env: env, Grace: *grace, NoPrefix: *noPrefix, Stdin: os.Stdin}
 	if *rails != "" {
 		spec.Env = append(spec.Env, bootstrap.EnvRails+"="+*rails)
+	}
+	if *railsAuto != "" {
+		if err := bootstrap.CheckRailsAuto(*railsAuto); err != nil {
+			fmt.Fprintf(os.Stderr, "hetrun: --rails-auto: %v (want on, off or networks such as 10.1.0.0/16)\n", err)
+			return spec, "", "", 2
+		}
+		spec.Env = append(spec.Env, bootstrap.EnvRailsAuto+"="+*railsAuto)
 	}
 	if *railPolicy != "" {
 		if _, err := hettransport.ParseRailPolicy(*railPolicy); err != nil {

@@ -93,6 +93,8 @@ func TestProbeNetlab(t *testing.T) {
 					nets = append(nets, b.Subnet)
 				}
 				args = append(args, "-rails", strings.Join(nets, ","))
+			} else {
+				args = append(args, "-rails-auto", "off") // one NIC: the pair rates are checked
 			}
 			var worst string
 			for attempt := 1; attempt <= 2; attempt++ {

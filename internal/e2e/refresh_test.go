@@ -38,7 +38,7 @@ func TestRefreshNetlab(t *testing.T) {
 	bin := binaries(t)
 	start := time.Now()
 	r := run(t, 4*time.Minute, []string{"HETCOMM_CACHE_DIR=" + t.TempDir()}, filepath.Join(bin, "hetrun"),
-		"-n", fmt.Sprint(len(hosts)), "--hosts", strings.Join(hosts, ","), "--rsh", lab.AgentPath(), "--refresh", "100ms", "--no-prefix",
+		"-n", fmt.Sprint(len(hosts)), "--hosts", strings.Join(hosts, ","), "--rsh", lab.AgentPath(), "--rails-auto", "off", "--refresh", "100ms", "--no-prefix",
 		filepath.Join(bin, "refreshwatch"), "-src", "1", "-for", "2m")
 	require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	require.Greater(t, time.Since(start), 12*time.Second, "the job ended before the network changed")
