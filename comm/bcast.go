@@ -10,10 +10,19 @@ import (
 )
 
 // bcastFirst marks the first piece of a broadcast: its sequence number
-// is bcastFirst | the message's size, so that a rank that did not know
-// the size (only root does) learns it, and with it the plan, from the
-// first piece. The other pieces are numbered 1, 2, ...
-const bcastFirst = uint64(1) << 63
+// is bcastFirst | root << bcastRootShift | the message's size, so that a
+// rank that did not know the size (only root does) learns it, and with
+// it the plan, from the first piece, and a rank that was told another
+// root finds out. The other pieces are numbered 1, 2, ...
+const (
+	bcastFirst     = uint64(1) << 63
+	bcastRootShift = 40 // sizes below 1 TiB, roots below 2^23
+)
+
+// bcastHead is the first piece's sequence number.
+func bcastHead(root int, size int64) uint64 {
+	return bcastFirst | uint64(root)<<bcastRootShift | uint64(size)
+}
 
 // bcastKey identifies a broadcast plan: the same model, root, size and
 // algorithm give the same plan on every rank.
@@ -56,6 +65,9 @@ func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, e
 		if data == nil {
 			data = []byte{}
 		}
+		if int64(len(data)) >= 1<<bcastRootShift {
+			return nil, k.err(&ArgError{Op: "Bcast", Arg: "data", Msg: fmt.Sprintf("%d bytes: at most 1 TiB", len(data))})
+		}
 		if c.Size() == 1 {
 			return data, nil
 		}
@@ -75,7 +87,12 @@ func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, e
 	if m.useq&bcastFirst == 0 {
 		return nil, k.err(&RankError{Rank: m.src, Err: fmt.Errorf("%w: Bcast: rank %d sent piece %d first", ErrProtocol, src, m.useq)})
 	}
-	size := int64(m.useq &^ bcastFirst)
+	size := int64(m.useq & (1<<bcastRootShift - 1))
+	if theirs := int(m.useq &^ bcastFirst >> bcastRootShift); theirs != root {
+		why := fmt.Sprintf("Bcast: rank %d broadcast from root %d, rank %d expected root %d", src, theirs, c.rank, root)
+		c.abort(why)
+		return nil, k.err(&RankError{Rank: m.src, Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
+	}
 	plan, err := c.planBcast(root, size, algo)
 	if err != nil {
 		return nil, k.err(err)
@@ -149,7 +166,7 @@ func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) 
 		// Sent whole: start every child's send, then wait for them all.
 		var dones []func() error
 		for _, child := range plan.Children[c.rank] {
-			done, err := k.isendSeq(child, data, false, bcastFirst|uint64(size))
+			done, err := k.isendSeq(child, data, false, bcastHead(plan.Root, size))
 			if err != nil {
 				return err
 			}
@@ -187,7 +204,7 @@ func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) 
 				}
 				useq := uint64(i)
 				if i == 0 {
-					useq = bcastFirst | uint64(size)
+					useq = bcastHead(plan.Root, size)
 				}
 				// Pieces go eagerly, so that none waits a round trip for
 				// a grant.

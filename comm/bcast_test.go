@@ -157,3 +157,51 @@ func TestMachines(t *testing.T) {
 		}
 	}
 }
+
+// TestBcastRootMismatch: a rank that receives its first piece from a
+// root other than the one it was told fails with ErrMismatch naming both,
+// the communicator breaks on every rank, and none waits for ever. (Rank 1
+// believes it is the root and broadcasts first, so that its pieces are
+// the ones the others find.)
+func TestBcastRootMismatch(t *testing.T) {
+	const n = 4
+	comms := startWorld(t, n, "mem", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, n)
+	_, errs[1] = comms[1].Bcast(ctx, 1, []byte("hello")) // small: sent at once
+	// Root 1's children (ranks 2 and 3) hold its pieces before anyone
+	// else sends.
+	require.Eventually(t, func() bool { return unexpectedLeft(comms[2]) == 1 && unexpectedLeft(comms[3]) == 1 }, 10*time.Second, time.Millisecond)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		if r == 1 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var data []byte
+			if r == 0 {
+				data = []byte("world")
+			}
+			_, errs[r] = c.Bcast(ctx, 0, data)
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, ctx.Err(), "the ranks waited for the deadline: %v", errs)
+	found := false
+	for _, err := range errs {
+		if errors.Is(err, ErrMismatch) {
+			found = true
+			require.ErrorContains(t, err, "from root 1")
+			require.ErrorContains(t, err, "expected root 0")
+		}
+	}
+	require.True(t, found, "no rank saw the mismatch: %v", errs)
+	// The communicator is broken everywhere: the next collective fails at
+	// once on every rank instead of pairing with stray pieces.
+	for r, c := range comms {
+		require.ErrorIs(t, c.Barrier(ctx), ErrMismatch, "rank %d", r)
+	}
+}
