@@ -37,7 +37,8 @@ type bcastKey struct {
 // itself). Other ranks pass nil (their data argument is ignored).
 //
 // The message goes down a tree planned from the cost model
-// (collective.PlanBcast): the binomial tree in rank order, or a tree in
+// (collective.PlanBcast): the binomial tree in rank order, the tree that
+// informs every rank earliest by the measured latencies, or a tree in
 // which fast ranks relay and slow ones are leaves; large messages go in
 // pieces that every rank forwards as soon as it has them. Every rank
 // makes the same plan from root's size, which travels with the first
