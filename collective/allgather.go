@@ -62,16 +62,7 @@ func PlanAllgather(m *Model, sizes []int64, algo Algorithm, fo FlowOptions) (All
 	}
 	f := FabricFromModel(m)
 	p.Ring = ringAllgatherTime(m, f, sizes)
-	x := &Exchange{Bytes: make([][]int64, n)}
-	for i := range x.Bytes {
-		x.Bytes[i] = make([]int64, n)
-		for j := range x.Bytes[i] {
-			if i != j {
-				x.Bytes[i][j] = sizes[i]
-			}
-		}
-	}
-	flows, err := PlanFlowsAuto(f, x, fo)
+	flows, err := PlanFlowsAuto(f, MeshExchange(n, func(i, _ int) int64 { return sizes[i] }), fo)
 	if err != nil {
 		return p, err
 	}

@@ -13,6 +13,21 @@ type Exchange struct {
 // Size returns the number of ranks.
 func (x *Exchange) Size() int { return len(x.Bytes) }
 
+// MeshExchange is the exchange of n ranks in which rank i sends bytes(i,
+// j) to every other rank j (nothing to itself).
+func MeshExchange(n int, bytes func(i, j int) int64) *Exchange {
+	x := &Exchange{Bytes: make([][]int64, n)}
+	for i := range x.Bytes {
+		x.Bytes[i] = make([]int64, n)
+		for j := range x.Bytes[i] {
+			if i != j {
+				x.Bytes[i][j] = bytes(i, j)
+			}
+		}
+	}
+	return x
+}
+
 // Validate checks that the pattern is an n x n matrix of non-negative sizes.
 func (x *Exchange) Validate(n int) error {
 	if len(x.Bytes) != n {

@@ -168,11 +168,7 @@ func (c *Comm) allgatherMesh(k *coll, out [][]byte, rates []float64, check func(
 		wg.Add(2)
 		go func(j int) {
 			defer wg.Done()
-			done, err := k.isendSeq(j, out[me], true, 0)
-			if err == nil {
-				err = done()
-			}
-			if err != nil {
+			if err := k.sendEager(j, out[me], 0); err != nil {
 				errs <- err
 			}
 		}(i)

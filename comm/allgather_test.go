@@ -85,11 +85,12 @@ func TestPacedMeshes(t *testing.T) {
 	model := collective.NewUniformModel(n, 1e-4, 1e7)
 	comms := startWorld(t, n, "mem", func(c *Config) { c.Model = model })
 	commtest.OnAll(t, comms, func(c *Comm) error {
-		rates, err := c.meshRates(func(i, j int) int64 { return count * 8 })
+		plan, err := c.ReduceScatterPlan([]int{count, count, count, count}, 8)
 		if err != nil {
 			return err
 		}
-		if len(rates) != n || rates[(c.Rank()+1)%n] <= 0 {
+		rates := c.pacingRates(plan)
+		if plan.Algorithm != collective.Paced || len(rates) != n || rates[(c.Rank()+1)%n] <= 0 {
 			return fmt.Errorf("the exchange is not paced: rates %v", rates)
 		}
 		data := make([]float64, n*count)

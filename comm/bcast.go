@@ -167,7 +167,7 @@ func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) 
 		// Sent whole: start every child's send, then wait for them all.
 		var dones []func() error
 		for _, child := range plan.Children[c.rank] {
-			done, err := k.isendSeq(child, data, false, bcastHead(plan.Root, size))
+			done, err := k.isendSeq(child, data, bcastHead(plan.Root, size))
 			if err != nil {
 				return err
 			}
@@ -209,11 +209,7 @@ func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) 
 				}
 				// Pieces go eagerly, so that none waits a round trip for
 				// a grant.
-				done, err := sk.isendSeq(child, piece(i), true, useq)
-				if err == nil {
-					err = done()
-				}
-				if err != nil {
+				if err := sk.sendEager(child, piece(i), useq); err != nil {
 					errs <- err
 					cancel()
 					return

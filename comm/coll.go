@@ -96,13 +96,13 @@ func (k *coll) send(dst int, data []byte) error {
 // background as soon as the receiver grants it, so that the caller can
 // receive meanwhile. It returns a function that waits for the send.
 func (k *coll) isend(dst int, data []byte) (func() error, error) {
-	return k.isendSeq(dst, data, false, 0)
+	return k.isendSeq(dst, data, 0)
 }
 
 // isendSeq is isend with a message sequence number the receiver can ask
 // for (see recvSeq).
-func (k *coll) isendSeq(dst int, data []byte, forceEager bool, useq uint64) (func() error, error) {
-	p, err := k.c.startSendMode(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data, forceEager, useq)
+func (k *coll) isendSeq(dst int, data []byte, useq uint64) (func() error, error) {
+	p, err := k.c.startSendMode(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data, false, useq)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +116,14 @@ func (k *coll) isendSeq(dst int, data []byte, forceEager bool, useq uint64) (fun
 		done <- k.c.finishSend(k.ctx, p, k.c)
 	}()
 	return func() error { return <-done }, nil
+}
+
+// sendEager sends one message of the collective eagerly, whatever its
+// size, with sequence number useq, and returns once the transport has it
+// (no grant to wait for).
+func (k *coll) sendEager(dst int, data []byte, useq uint64) error {
+	_, err := k.c.startSendMode(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data, true, useq)
+	return err
 }
 
 // recv receives this collective's next message from rank src and checks

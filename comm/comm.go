@@ -47,12 +47,12 @@ type Comm struct {
 	bcastPlan  *collective.BcastPlan
 	// The last Allgather and Allreduce plans and the last reduce-scatter's
 	// pacing rates, by what they were made from (see cached).
-	agKey   string
-	agPlan  collective.AllgatherPlan
-	rsKey   string
-	rsRates []float64
-	arKey   string
-	arPlan  collective.AllreducePlan
+	agKey  string
+	agPlan collective.AllgatherPlan
+	rsKey  string
+	rsPlan *collective.Plan
+	arKey  string
+	arPlan collective.AllreducePlan
 
 	loopOnce   sync.Once
 	onLoopback bool

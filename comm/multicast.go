@@ -169,7 +169,7 @@ func (c *Comm) runMulticast(k *coll, plan *collective.Plan, pat *collective.Mult
 				return fmt.Errorf("%w: plan relays message %d before rank %d holds it", ErrProtocol, t.Message, me)
 			}
 			start := time.Now()
-			done, err := k.isendSeq(t.Dst, data, false, uint64(t.Message))
+			done, err := k.isendSeq(t.Dst, data, uint64(t.Message))
 			if err != nil {
 				return err
 			}

@@ -345,14 +345,10 @@ func (c *Comm) stepBarrier(k *coll, step int) error {
 	round := 0
 	for d := 1; d < n; d *= 2 {
 		useq := uint64(1)<<63 | uint64(step)<<8 | uint64(round)
-		done, err := k.isendSeq((r+d)%n, nil, true, useq)
-		if err != nil {
+		if err := k.sendEager((r+d)%n, nil, useq); err != nil {
 			return err
 		}
 		if _, err := k.finish(k.postSeq((r-d+n)%n, useq)); err != nil {
-			return err
-		}
-		if err := done(); err != nil {
 			return err
 		}
 		round++
@@ -449,7 +445,7 @@ func (c *Comm) ProbeBackbone(ctx context.Context, senders, receivers []int) (int
 		switch {
 		case isS && sendIdx < j:
 			var done func() error
-			if done, err = kc.isendSeq(receivers[sendIdx], buf, false, uint64(j)); err == nil {
+			if done, err = kc.isendSeq(receivers[sendIdx], buf, uint64(j)); err == nil {
 				err = done()
 			}
 		case isR && recvIdx < j:

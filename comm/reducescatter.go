@@ -47,15 +47,13 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, data []T, counts []in
 	}
 	block := func(r int) []T { return data[offset[r]:offset[r+1]] }
 	var z T
-	sizes := make([]int64, n)
-	for j, k := range counts {
-		sizes[j] = int64(k) * int64(unsafe.Sizeof(z))
-	}
-	rates, err := cached(c, &c.rsKey, &c.rsRates, planKey(c, "reducescatter", sizes), func() ([]float64, error) {
-		return c.meshRates(func(i, j int) int64 { return sizes[j] })
-	})
+	plan, err := c.ReduceScatterPlan(counts, int(unsafe.Sizeof(z)))
 	if err != nil {
 		return nil, k.err(err)
+	}
+	var rates []float64
+	if plan != nil && plan.Algorithm == collective.Paced {
+		rates = c.pacingRates(plan)
 	}
 	blocks, err := exchangeBlocks[T](k, counts[c.rank], func(r int) []byte { return AsBytes(block(r)) }, rates)
 	if err != nil {
@@ -84,7 +82,7 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, data []T, counts []in
 // from each a block that must be want elements of T (ErrMismatch, naming
 // the rank, otherwise), all at once, into one buffer: large blocks go by
 // rendezvous, every grant at the same time; with rates (a paced plan,
-// see meshRates) the link to each rank is paced to its rate and every
+// see ReduceScatterPlan) the link to each rank is paced to its rate and every
 // block goes eagerly, landing in place.
 func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte, rates []float64) ([][]byte, error) {
 	c := k.c
@@ -110,13 +108,7 @@ func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte, rates 
 			// An eager send returns once written: one goroutine each, so
 			// that every paced link carries its block at once.
 			done := make(chan error, 1)
-			go func() {
-				wait, err := k.isendSeq(r, mine(r), true, 0)
-				if err == nil {
-					err = wait()
-				}
-				done <- err
-			}()
+			go func() { done <- k.sendEager(r, mine(r), 0) }()
 			dones = append(dones, func() error { return <-done })
 			continue
 		}
@@ -173,30 +165,27 @@ func ReduceScatterBlock[T Number](ctx context.Context, c *Comm, data []T, op Op[
 	return ReduceScatter(ctx, c, data, counts, op)
 }
 
-// meshRates plans an exchange in which rank i sends bytes(i, j) to every
-// other rank j at once, unpaced or paced by Alltoallv's rule
-// (collective.PlanFlowsAuto on the fabric of the model), and returns this
-// rank's pacing rate to each rank, or nil for an unpaced exchange. Every
-// rank gets the same plan from the same sizes.
-func (c *Comm) meshRates(bytes func(i, j int) int64) ([]float64, error) {
+// ReduceScatterPlan returns how ReduceScatter sends when rank r's block
+// is counts[r] elements of elemSize bytes: every block to its rank at
+// once, as a flow-level plan (collective.PlanFlowsAuto on the model's
+// fabric: Naive, or Paced with each message's rate when pacing pays and
+// the links can pace). It is local: no message is sent. Nil for one rank.
+func (c *Comm) ReduceScatterPlan(counts []int, elemSize int) (*collective.Plan, error) {
 	n := c.Size()
-	if n < 2 || !c.canPace() {
+	if len(counts) != n {
+		return nil, &ArgError{Op: "ReduceScatter", Arg: "counts", Msg: fmt.Sprintf("%d counts for %d ranks", len(counts), n)}
+	}
+	if n < 2 {
 		return nil, nil
 	}
-	x := &collective.Exchange{Bytes: make([][]int64, n)}
-	for i := range x.Bytes {
-		x.Bytes[i] = make([]int64, n)
-		for j := range x.Bytes[i] {
-			if i != j {
-				x.Bytes[i][j] = bytes(i, j)
-			}
-		}
+	sizes := make([]int64, n)
+	for j, k := range counts {
+		sizes[j] = int64(k) * int64(elemSize)
 	}
-	p, err := collective.PlanFlowsAuto(collective.FabricFromModel(c.model()), x, collective.FlowOptions{})
-	if err != nil || p.Algorithm != collective.Paced {
-		return nil, err
-	}
-	return c.pacingRates(p), nil
+	return cached(c, &c.rsKey, &c.rsPlan, planKey(c, "reducescatter", sizes), func() (*collective.Plan, error) {
+		x := collective.MeshExchange(n, func(_, j int) int64 { return sizes[j] })
+		return collective.PlanFlowsAuto(collective.FabricFromModel(c.model()), x, collective.FlowOptions{NoPacing: !c.canPace()})
+	})
 }
 
 // allreducePipelined is reduce-scatter then allgather with every rank's
@@ -259,11 +248,7 @@ func allreducePipelined[T Number](ctx context.Context, c *Comm, data, out []T, o
 		stop()
 	}
 	send := func(dst int, useq uint64, b []byte) bool {
-		done, err := sk.isendSeq(dst, b, true, useq)
-		if err == nil {
-			err = done()
-		}
-		if err != nil {
+		if err := sk.sendEager(dst, b, useq); err != nil {
 			fail(err)
 			return false
 		}

@@ -202,8 +202,8 @@ func allreduceCase(c *comm.Comm, size int64, algo collective.Algorithm) liveCase
 // gives each its block of size/8/P (ReduceScatterBlock, as
 // MPI_Reduce_scatter_block), bounded by collective.ReduceScatterBound.
 // Its one algorithm, auto, sends every block at once, paced when that
-// pays (what it chose and the prediction come from
-// collective.PlanFlowsAuto, as in comm).
+// pays (what it chose and the prediction are comm's:
+// Comm.ReduceScatterPlan).
 func reducescatterCase(c *comm.Comm, size int64) liveCase {
 	me, n := c.Rank(), c.Size()
 	block := int(size / 8 / int64(n))
@@ -213,21 +213,13 @@ func reducescatterCase(c *comm.Comm, size int64) liveCase {
 	}
 	lc := liveCase{total: int64(n) * int64(n-1) * int64(block) * 8}
 	if m := c.Model(); m != nil {
-		f := collective.FabricFromModel(m)
-		bd := collective.ReduceScatterBound(f, int64(block*n)*8)
+		bd := collective.ReduceScatterBound(collective.FabricFromModel(m), int64(block*n)*8)
 		lc.fabric, lc.boundBy = bd.Seconds, bd.Resource
-		// The exchange comm makes: every block to its rank at once,
-		// unpaced or paced as PlanFlowsAuto chooses.
-		x := &collective.Exchange{Bytes: make([][]int64, n)}
-		for i := range x.Bytes {
-			x.Bytes[i] = make([]int64, n)
-			for j := range x.Bytes[i] {
-				if i != j {
-					x.Bytes[i][j] = int64(block) * 8
-				}
-			}
+		counts := make([]int, n)
+		for i := range counts {
+			counts[i] = block
 		}
-		if p, err := collective.PlanFlowsAuto(f, x, collective.FlowOptions{}); err == nil {
+		if p, err := c.ReduceScatterPlan(counts, 8); err == nil && p != nil {
 			lc.pred, lc.chosen = p.Predicted, string(p.Algorithm)
 		}
 	}
