@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,20 +56,14 @@ func TestAllgatherMismatch(t *testing.T) {
 	comms := startWorld(t, n, "mem", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			size := 10
-			if r == 2 {
-				size = 4 << 20 // large enough for another plan
-			}
-			_, errs[r] = c.Allgather(ctx, make([]byte, size))
-		}()
-	}
-	wg.Wait()
+	errs := rankErrors(comms, func(r int, c *Comm) error {
+		size := 10
+		if r == 2 {
+			size = 4 << 20 // large enough for another plan
+		}
+		_, err := c.Allgather(ctx, make([]byte, size))
+		return err
+	})
 	require.NoError(t, ctx.Err(), "the ranks waited for the deadline: %v", errs)
 	for r, err := range errs {
 		require.True(t, errors.Is(err, ErrMismatch), "rank %d: %v", r, err)

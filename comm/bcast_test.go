@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,24 +99,18 @@ func TestBcastAlgorithmMismatch(t *testing.T) {
 	comms := startWorld(t, n, "mem", func(c *Config) { c.Model = model })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Add(1)
-		go func(r int, c *Comm) {
-			defer wg.Done()
-			algo := collective.BcastPipeline
-			if r%2 == 1 {
-				algo = collective.BcastBinomial
-			}
-			var data []byte
-			if r == 0 {
-				data = make([]byte, 1<<20)
-			}
-			_, errs[r] = c.Bcast(WithAlgorithm(ctx, algo), 0, data)
-		}(r, c)
-	}
-	wg.Wait()
+	errs := rankErrors(comms, func(r int, c *Comm) error {
+		algo := collective.BcastPipeline
+		if r%2 == 1 {
+			algo = collective.BcastBinomial
+		}
+		var data []byte
+		if r == 0 {
+			data = make([]byte, 1<<20)
+		}
+		_, err := c.Bcast(WithAlgorithm(ctx, algo), 0, data)
+		return err
+	})
 	require.NoError(t, ctx.Err(), "the ranks waited for the deadline: %v", errs)
 	mismatch := false
 	for _, err := range errs {
@@ -168,27 +161,21 @@ func TestBcastRootMismatch(t *testing.T) {
 	comms := startWorld(t, n, "mem", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := make([]error, n)
-	_, errs[1] = comms[1].Bcast(ctx, 1, []byte("hello")) // small: sent at once
+	_, rogue := comms[1].Bcast(ctx, 1, []byte("hello")) // small: sent at once
 	// Root 1's children (ranks 2 and 3) hold its pieces before anyone
 	// else sends.
 	require.Eventually(t, func() bool { return unexpectedLeft(comms[2]) == 1 && unexpectedLeft(comms[3]) == 1 }, 10*time.Second, time.Millisecond)
-	var wg sync.WaitGroup
-	for r, c := range comms {
+	errs := rankErrors(comms, func(r int, c *Comm) error {
 		if r == 1 {
-			continue
+			return rogue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var data []byte
-			if r == 0 {
-				data = []byte("world")
-			}
-			_, errs[r] = c.Bcast(ctx, 0, data)
-		}()
-	}
-	wg.Wait()
+		var data []byte
+		if r == 0 {
+			data = []byte("world")
+		}
+		_, err := c.Bcast(ctx, 0, data)
+		return err
+	})
 	require.NoError(t, ctx.Err(), "the ranks waited for the deadline: %v", errs)
 	found := false
 	for _, err := range errs {

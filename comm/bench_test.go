@@ -3,7 +3,6 @@ package comm
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/hetcomm/hetcomm/collective"
@@ -115,17 +114,11 @@ func BenchmarkAllgather(b *testing.B) {
 
 // onAllRanks runs f on every rank at once and waits for them all.
 func onAllRanks(b *testing.B, comms []*Comm, f func(r int, c *Comm) error) {
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(r, c); err != nil {
-				b.Error(err)
-			}
-		}()
+	for _, err := range rankErrors(comms, f) {
+		if err != nil {
+			b.Error(err)
+		}
 	}
-	wg.Wait()
 }
 
 // BenchmarkReduceScatter measures one ReduceScatterBlock (Sum) of a
