@@ -27,7 +27,7 @@ const (
 	EnvRailsAuto  = "HETCOMM_RAILS_AUTO"  // without HETCOMM_RAILS: on (default: every other network all ranks share becomes a rail), off, or networks (CIDR) to limit it to
 	EnvModel      = "HETCOMM_MODEL"       // cost-model JSON file (optional)
 	EnvProbe      = "HETCOMM_PROBE"       // link probing at start-up: full, cached (default) or off
-	EnvEmulate    = "HETCOMM_EMULATE"     // a model JSON whose rates and latencies the links emulate (optional)
+	EnvEmulate    = "HETCOMM_EMULATE"     // a model JSON or netlab topology whose rates and latencies the links emulate (optional)
 	EnvRefresh    = "HETCOMM_REFRESH"     // Go duration: run the background model refresher at this interval (optional)
 	EnvWatch      = "HETCOMM_WATCH"       // host:port of the launcher: the rank exits when that connection ends (set by hetrun)
 )
@@ -78,7 +78,8 @@ type Bootstrap struct {
 	// Probe is the probing mode at start-up: "full", "cached" or "off";
 	// "" means cached (or off when Model is set).
 	Probe string
-	// Emulate is a model JSON file (latency and bandwidth matrices): each
+	// Emulate is a model JSON file (latency and bandwidth matrices) or a
+	// netlab topology (comm.LoadEmulation turns it into one): each
 	// rank shapes what it sends to rank j in user space to the rate and
 	// one-way delay of row i, column j, so a heterogeneous network, with
 	// latencies, can be reproduced on one machine without root.

@@ -6,12 +6,14 @@ package comm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"time"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/internal/netlab"
 	"github.com/hetcomm/hetcomm/netprobe"
 	"github.com/hetcomm/hetcomm/transport"
 )
@@ -132,6 +134,10 @@ func (w *world) probeKey() netprobe.Key {
 	if w.numRails() > 1 {
 		// The top-level costs sum the rails up under the policy.
 		k.Transport += "+rails:" + w.cfg.RailPolicy.String()
+	}
+	if w.emulated != 0 {
+		// Links shaped in user space are another network than the bare ones.
+		k.Transport += fmt.Sprintf("+emulated:%016x", w.emulated)
 	}
 	return k
 }
@@ -371,19 +377,49 @@ func LoadModel(path string) (*collective.Model, error) {
 	return &m, nil
 }
 
+// LoadEmulation reads what HETCOMM_EMULATE names: a cost-model JSON file
+// (LoadModel) or a netlab topology (docs/netlab.md; an object with
+// "hosts"), whose shaping becomes a model of the rate and latency of every
+// pair of hosts, in the file's order (what one TCP flow would get with
+// nothing else running; shared backbones are not emulated).
+func LoadEmulation(path string) (*collective.Model, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("comm: emulation: %w", err)
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(b, &keys) != nil || keys["hosts"] == nil {
+		return LoadModel(path)
+	}
+	t, err := netlab.ParseBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("comm: emulation: topology %s: %w", path, err)
+	}
+	lat, rate, err := t.Rates()
+	if err != nil {
+		return nil, fmt.Errorf("comm: emulation: topology %s: %w", path, err)
+	}
+	m := &collective.Model{Latency: lat, Bandwidth: rate}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("comm: emulation: topology %s: %w", path, err)
+	}
+	return m, nil
+}
+
 // emulate shapes every link's sending side to the rates and delays of the
-// model named by Bootstrap.Emulate (none: nothing to do).
+// model or topology named by Bootstrap.Emulate (none: nothing to do).
 func (w *world) emulate() error {
 	if w.boot.Emulate == "" {
 		return nil
 	}
-	m, err := LoadModel(w.boot.Emulate)
+	m, err := LoadEmulation(w.boot.Emulate)
 	if err != nil {
-		return fmt.Errorf("comm: init: emulation: %w", err)
+		return fmt.Errorf("comm: init: %w", err)
 	}
 	if m.Size() != w.size {
 		return fmt.Errorf("comm: init: emulation model %s describes %d ranks, the world has %d", w.boot.Emulate, m.Size(), w.size)
 	}
+	w.emulated = m.Digest()
 	for p, l := range w.links {
 		if l == nil {
 			continue

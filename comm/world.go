@@ -37,6 +37,7 @@ type world struct {
 	probed     atomic.Pointer[netprobe.Result]
 	dir        *bootstrap.Directory
 	kind       transport.Kind
+	emulated   uint64 // the emulated network's model digest (HETCOMM_EMULATE), 0: none
 	driftMu    sync.Mutex
 	drift      *netprobe.Drift // nil when disabled
 

@@ -20,7 +20,7 @@
 // The rank sides are the hidden commands live-rank, probe-rank and
 // synthetic-rank ([LiveRankCommand], [ProbeRankCommand],
 // [SyntheticRankCommand]). Every command's -emulate flag accepts a model
-// or a netlab topology ([TopologyModel]). The patterns of the live runs
+// or a netlab topology (comm.LoadEmulation). The patterns of the live runs
 // ([PatternSizes], [MulticastPattern], [RedistributionSizes]) are the
 // ones the C peer builds.
 package live

@@ -37,7 +37,8 @@ func (l *launchFlags) register(fs *flag.FlagSet, railsHelp, policyHelp string) {
 }
 
 // env is the ranks' environment for the rails and, with -emulate, the
-// emulation (a file written in tmp, whose path it also returns). A bad
+// emulation; it also returns the path of the emulated network's model, a
+// file written in tmp. A bad
 // -emulate is a usage error, reported on stderr as command's.
 func (l *launchFlags) env(command, tmp string, stderr io.Writer) (env []string, emulated string, code int, ok bool) {
 	if l.rails != nil && *l.rails != "" {
@@ -52,7 +53,7 @@ func (l *launchFlags) env(command, tmp string, stderr io.Writer) (env []string, 
 	if *l.emulate == "" {
 		return env, "", bench.ExitOK, true
 	}
-	path, size, err := emulationFile(*l.emulate, tmp)
+	path, size, model, err := emulationFile(*l.emulate, tmp)
 	if err != nil {
 		fmt.Fprintf(stderr, "hetbench %s: -emulate: %v\n", command, err)
 		return nil, "", bench.ExitUsage, false
@@ -61,7 +62,7 @@ func (l *launchFlags) env(command, tmp string, stderr io.Writer) (env []string, 
 		fmt.Fprintf(stderr, "hetbench %s: -emulate %s describes %d ranks, -n is %d\n", command, *l.emulate, size, *l.n)
 		return nil, "", bench.ExitUsage, false
 	}
-	return append(env, bootstrap.EnvEmulate+"="+path), path, bench.ExitOK, true
+	return append(env, bootstrap.EnvEmulate+"="+path), model, bench.ExitOK, true
 }
 
 // launch starts the ranks with env and args (launchSelf).

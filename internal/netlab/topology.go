@@ -649,6 +649,34 @@ func (t *Topology) ExpectedRate(a, b string) (float64, error) {
 	return best, nil
 }
 
+// Rates returns what the lab's shaping lets through, as matrices in host
+// order (row = sender, column = receiver): each pair's latency in seconds
+// and its rate in bytes per second (ExpectedRate), 0 on the diagonal. A
+// user-space emulation of the lab (HETCOMM_EMULATE) uses them as its model.
+func (t *Topology) Rates() (latency, rate [][]float64, err error) {
+	n := len(t.Hosts)
+	ms := t.LatencyMatrix()
+	latency, rate = make([][]float64, n), make([][]float64, n)
+	for i, a := range t.Hosts {
+		latency[i], rate[i] = make([]float64, n), make([]float64, n)
+		for j, b := range t.Hosts {
+			if i == j {
+				continue
+			}
+			mbit, err := t.ExpectedRate(a.Name, b.Name)
+			if err != nil {
+				return nil, nil, err
+			}
+			if mbit <= 0 {
+				return nil, nil, fmt.Errorf("netlab: %s: hosts %s and %s share no network", t.Name, a.Name, b.Name)
+			}
+			rate[i][j] = mbit * 1e6 / 8
+			latency[i][j] = ms[i][j] / 1e3
+		}
+	}
+	return latency, rate, nil
+}
+
 // backbonePath returns the backbones crossed between bridges a and b
 // (which must be connected); the backbones form a forest, so the path is
 // unique.
