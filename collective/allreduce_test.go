@@ -105,13 +105,7 @@ func TestAllreduceBound(t *testing.T) {
 func asymmetricModel() *Model {
 	out := []float64{50e6, 2.5e6, 50e6, 50e6, 50e6, 50e6, 50e6, 50e6}
 	in := []float64{50e6, 50e6, 2.5e6, 50e6, 50e6, 50e6, 50e6, 50e6}
-	m := NewUniformModel(len(out), 1e-4, 1)
-	for i := range out {
-		for j := range in {
-			m.Bandwidth[i][j] = min(out[i], in[j])
-		}
-	}
-	return m
+	return nicModel(1e-4, out, in)
 }
 
 func TestPlanAllreducePipelined(t *testing.T) {

@@ -38,6 +38,13 @@ type BcastPlan struct {
 	// the message goes whole; at least 1, also for an empty message).
 	Chunk  int64
 	Chunks int
+	// Packed holds the further trees of a packed broadcast (see
+	// starPacking), and PieceTree[i] the tree piece i goes down: 0 for
+	// (Parent, Children), t for Packed[t-1]; piece 0 always goes down
+	// tree 0. Both are nil when the message takes one tree. Tree(i)
+	// returns a piece's tree.
+	Packed    []BcastTree
+	PieceTree []int
 	// Predicted is the plan's predicted time in seconds (see
 	// PredictBcast).
 	Predicted float64
@@ -65,10 +72,61 @@ const (
 // (rateTree) for several target rates, each with every
 // power-of-two number of pieces from 1 up to pieces of bcastMinChunk
 // bytes; the plan is the candidate with the shortest predicted time
-// (PredictBcast, on the fabric m implies). algo forces the tree: ""
-// or Auto chooses, BcastBinomial keeps the binomial tree (still pieced
-// when that is predicted faster), BcastPipeline the rate trees.
+// (PredictBcast, on the fabric m implies). Up to latencyTreeLimit ranks,
+// packings of several trees (starPacking) are candidates too, chosen
+// only when predicted under packedMinGain of the best single tree. algo
+// forces the tree: "" or Auto chooses, BcastBinomial keeps the binomial
+// tree (still pieced when that is predicted faster), BcastPipeline the
+// rate trees and the packings.
 func PlanBcast(m *Model, root int, bytes int64, algo Algorithm) (*BcastPlan, error) {
+	return planBcast(m, root, bytes, algo, true)
+}
+
+// PlanReduce plans a reduction of bytes bytes to root as a broadcast run
+// backwards: a tree PlanBcast would choose on the transposed model
+// (Model.Transposed), so that Children[r] are the ranks whose partial
+// results r receives and combines, piece by piece, and Parent[r] the rank
+// it sends its own to. A rank's ingress is then shared among its
+// children as a broadcaster's egress is, and a slow sender is a leaf.
+//
+// Every rank plans with its own vector's size, and a rank whose size
+// differs must still send to the parent that waits for it, so that the
+// parent finds the difference. The tree therefore depends on the size
+// only through its class: below ReduceLargeFrom bytes it is the tree
+// planned for a vector of reduceSmallShape bytes (sent whole: the
+// latency tree or the binomial), from it the tree planned for
+// reduceLargeShape bytes (the rate trees); only the number of pieces
+// follows the size. Packings are not candidates: cutting the vector over
+// several trees is what reduce-scatter does (PlanAllreduce). Predicted
+// leaves out the operator's cost.
+func PlanReduce(m *Model, root int, bytes int64, algo Algorithm) (*BcastPlan, error) {
+	t := m.Transposed()
+	shape := int64(reduceSmallShape)
+	if bytes >= ReduceLargeFrom {
+		shape = reduceLargeShape
+	}
+	tree, err := planBcast(t, root, shape, algo, false)
+	if err != nil {
+		return nil, err
+	}
+	if bytes < 0 {
+		return nil, fmt.Errorf("collective: Reduce of %d bytes", bytes)
+	}
+	return pieced(t, FabricFromModel(t), tree, bytes), nil
+}
+
+// ReduceLargeFrom is the vector size in bytes from which a reduction
+// goes up the tree planned for large vectors (see PlanReduce).
+const ReduceLargeFrom = 32 << 10
+
+// The two sizes a reduction's tree is planned for (see PlanReduce).
+const (
+	reduceSmallShape = 1 << 10
+	reduceLargeShape = 1 << 20
+)
+
+// planBcast is PlanBcast; pack says whether packings are candidates.
+func planBcast(m *Model, root int, bytes int64, algo Algorithm, pack bool) (*BcastPlan, error) {
 	n := m.Size()
 	if root < 0 || root >= n {
 		return nil, fmt.Errorf("collective: Bcast root %d out of range [0,%d)", root, n)
@@ -110,25 +168,49 @@ func PlanBcast(m *Model, root int, bytes int64, algo Algorithm) (*BcastPlan, err
 	}
 	var best *BcastPlan
 	for _, t := range trees {
-		for k := 1; ; k *= 2 {
-			chunk := (bytes + int64(k) - 1) / int64(k)
-			if k > 1 && (chunk < bcastMinChunk || k > bcastMaxChunks) {
-				break
+		p := pieced(m, f, &BcastPlan{Algorithm: t.algo, Root: root, Parent: t.parent, Children: t.children}, bytes)
+		if best == nil || p.Predicted < best.Predicted*(1-1e-9) {
+			best = p
+		}
+	}
+	if pack && algo != BcastBinomial && n > 2 && n <= latencyTreeLimit {
+		var packed *BcastPlan
+		for _, p := range packedPlans(m, f, root, bytes) {
+			if packed == nil || p.Predicted < packed.Predicted {
+				packed = p
 			}
-			p := &BcastPlan{Algorithm: t.algo, Root: root, Bytes: bytes, Parent: t.parent, Children: t.children, Chunk: max(chunk, 1), Chunks: k}
-			if bytes == 0 {
-				p.Chunk = 0
-			}
-			p.Predicted = PredictBcast(m, f, p)
-			if best == nil || p.Predicted < best.Predicted*(1-1e-9) {
-				best = p
-			}
-			if bytes == 0 {
-				break
-			}
+		}
+		if packed != nil && packed.Predicted < packedMinGain*best.Predicted {
+			best = packed
 		}
 	}
 	return best, nil
+}
+
+// pieced returns tree's plan (its Algorithm, Root, Parent and Children)
+// for a message of bytes bytes in the number of pieces predicted fastest:
+// every power of two from 1 up to pieces of bcastMinChunk bytes (at most
+// bcastMaxChunks).
+func pieced(m *Model, f *Fabric, tree *BcastPlan, bytes int64) *BcastPlan {
+	var best *BcastPlan
+	for k := 1; ; k *= 2 {
+		chunk := (bytes + int64(k) - 1) / int64(k)
+		if k > 1 && (chunk < bcastMinChunk || k > bcastMaxChunks) {
+			break
+		}
+		p := &BcastPlan{Algorithm: tree.Algorithm, Root: tree.Root, Bytes: bytes, Parent: tree.Parent, Children: tree.Children, Chunk: max(chunk, 1), Chunks: k}
+		if bytes == 0 {
+			p.Chunk = 0
+		}
+		p.Predicted = PredictBcast(m, f, p)
+		if best == nil || p.Predicted < best.Predicted*(1-1e-9) {
+			best = p
+		}
+		if bytes == 0 {
+			break
+		}
+	}
+	return best
 }
 
 // binomialTree is the binomial broadcast tree from root over ranks in
@@ -325,6 +407,9 @@ func rateTree(m *Model, f *Fabric, root int, theta float64) (parent []int, child
 func PredictBcast(m *Model, f *Fabric, plan *BcastPlan) float64 {
 	if f == nil {
 		f = FabricFromModel(m)
+	}
+	if len(plan.Packed) > 0 {
+		return predictPacked(m, f, plan)
 	}
 	n := f.Size()
 	sides := f.segmentSides()

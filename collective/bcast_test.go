@@ -11,14 +11,7 @@ import (
 // switchModel is a switched network: every pair runs at the slower of
 // the two NICs (bytes per second), with one latency.
 func switchModel(latency float64, nic ...float64) *Model {
-	n := len(nic)
-	m := NewUniformModel(n, latency, 1)
-	for i := 0; i < n; i++ {
-		for j := 0; j < n; j++ {
-			m.Bandwidth[i][j] = min(nic[i], nic[j])
-		}
-	}
-	return m
+	return nicModel(latency, nic, nic)
 }
 
 // checkTree checks that parent and children describe the same spanning
@@ -289,4 +282,135 @@ func TestPlanBcastLatencyTree(t *testing.T) {
 	// The latency tree itself: fast, near ranks first.
 	parent, _ := latencyTree(m, FabricFromModel(m), 1, 1024)
 	require.Equal(t, 1, parent[0], "a near rank is informed first: %v", parent)
+}
+
+// nicModel is a switched network whose ranks send at out[i] and receive
+// at in[i] bytes per second.
+func nicModel(latency float64, out, in []float64) *Model {
+	n := len(out)
+	m := NewUniformModel(n, latency, 1)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			m.Bandwidth[i][j] = min(out[i], in[j])
+		}
+	}
+	return m
+}
+
+// checkPacked checks a plan's trees and the dealing of its pieces.
+func checkPacked(t *testing.T, p *BcastPlan) {
+	t.Helper()
+	checkTree(t, p.Parent, p.Children, p.Root)
+	for _, tr := range p.Packed {
+		checkTree(t, tr.Parent, tr.Children, p.Root)
+	}
+	if len(p.Packed) == 0 {
+		require.Nil(t, p.PieceTree)
+		return
+	}
+	require.Len(t, p.PieceTree, p.Chunks)
+	require.Zero(t, p.PieceTree[0], "the first piece goes down tree 0")
+	used := make([]int, p.Trees())
+	for _, tr := range p.PieceTree {
+		used[tr]++
+	}
+	for tr, k := range used {
+		require.Positive(t, k, "tree %d carries no piece", tr)
+	}
+}
+
+func TestPlanBcastPacksTrees(t *testing.T) {
+	// Fast downlinks, slow uplinks: root sends at 100 MB/s, the others
+	// receive at 100 and send at 50. One tree relays at most 50 MB/s to
+	// each child (root feeds two, each feeds one): 1 MiB takes 21 ms at
+	// best. The bound is 4 MiB over the 300 MB/s of all egress, 14 ms;
+	// with every rank relaying a share (and root a direct share) the
+	// message reaches it.
+	const mb = 1e6
+	m := nicModel(50e-6, []float64{100 * mb, 50 * mb, 50 * mb, 50 * mb, 50 * mb}, []float64{100 * mb, 100 * mb, 100 * mb, 100 * mb, 100 * mb})
+	const size = 1 << 20
+	bound := BcastBound(FabricFromModel(m), 0, size)
+	require.InDelta(t, 4.0*size/(300*mb), bound.Bandwidth, 1e-9)
+	p, err := PlanBcast(m, 0, size, Auto)
+	require.NoError(t, err)
+	checkPacked(t, p)
+	require.Greater(t, p.Trees(), 1, "one tree cannot reach the bound here")
+	single := size / (50 * mb)
+	require.Less(t, p.Predicted, 0.8*single, "packed %v against one tree's %v", p.Predicted, single)
+	require.Less(t, p.Predicted, 1.2*bound.Seconds, "packed %v against the bound %v", p.Predicted, bound.Seconds)
+	// The relays' shares follow their rates: equal relays, equal shares.
+	share := make([]int, p.Trees())
+	for _, tr := range p.PieceTree {
+		share[tr]++
+	}
+	relays := 0
+	for tr := 0; tr < p.Trees(); tr++ {
+		if len(p.treeAt(tr).Children[0]) == 1 { // root -> relay -> the rest
+			relays++
+			require.InDelta(t, share[0], share[tr], 1, "shares %v", share)
+		}
+	}
+	require.Equal(t, 4, relays)
+	require.Equal(t, p.Predicted, PredictBcast(m, nil, p))
+
+	// Where one tree reaches the bound (alike NICs), no packing.
+	uni := switchModel(50e-6, 100*mb, 100*mb, 100*mb, 100*mb, 100*mb)
+	q, err := PlanBcast(uni, 2, size, Auto)
+	require.NoError(t, err)
+	require.Equal(t, 1, q.Trees())
+	// Binomial is never packed; small messages are not either.
+	q, err = PlanBcast(m, 0, size, BcastBinomial)
+	require.NoError(t, err)
+	require.Equal(t, 1, q.Trees())
+	q, err = PlanBcast(m, 0, 4096, Auto)
+	require.NoError(t, err)
+	require.Equal(t, 1, q.Trees())
+	// Every root and size: spanning trees, pieces dealt to each.
+	for root := 0; root < 5; root++ {
+		for _, size := range []int64{0, 1, 100000, 1 << 20, 3 << 20} {
+			p, err := PlanBcast(m, root, size, Auto)
+			require.NoError(t, err)
+			checkPacked(t, p)
+		}
+	}
+}
+
+func TestDealPieces(t *testing.T) {
+	trees := make([]BcastTree, 3)
+	for i := range trees {
+		trees[i] = BcastTree{Parent: []int{-1, i}}
+	}
+	kept, assign := dealPieces(trees, []float64{3, 1, 0}, 8)
+	require.Len(t, kept, 2, "a tree of weight 0 gets no piece and is dropped")
+	require.Equal(t, []int{0, 0, 1, 0, 0, 0, 1, 0}, assign)
+}
+
+func TestPlanReduce(t *testing.T) {
+	// Rank 2 sends slowly and rank 7 receives slowly: in a reduction
+	// both are leaves, rank 7 because it cannot take a child's data in
+	// time and rank 2 because it sends only its own.
+	out := []float64{50e6, 50e6, 2.5e6, 50e6, 50e6, 50e6, 50e6, 50e6}
+	in := []float64{50e6, 50e6, 50e6, 50e6, 50e6, 50e6, 50e6, 2.5e6}
+	m := nicModel(1e-4, out, in)
+	require.Equal(t, m, m.Transposed().Transposed())
+	require.Equal(t, 2.5e6, m.Transposed().Bandwidth[0][2], "what 0 sends to 2 transposed is what 2 sends to 0")
+	for _, root := range []int{0, 3} {
+		p, err := PlanReduce(m, root, 1<<20, Auto)
+		require.NoError(t, err)
+		checkTree(t, p.Parent, p.Children, root)
+		require.Equal(t, 1, p.Trees(), "a reduction takes one tree")
+		require.Empty(t, p.Children[2], "root %d: slow sender 2 collects from %v", root, p.Children[2])
+		require.Empty(t, p.Children[7], "root %d: slow receiver 7 collects from %v", root, p.Children[7])
+		b, err := PlanBcast(m.Transposed(), root, 1<<20, Auto)
+		require.NoError(t, err)
+		require.Equal(t, b.Predicted, p.Predicted)
+		// Rank 2's vector must leave it, at 2.5 MB/s, whatever the tree.
+		require.Less(t, p.Predicted, 1.05*(1<<20)/2.5e6)
+		// From root 3 the binomial tree makes rank 7 collect from two.
+		bin, err := PlanReduce(m, root, 1<<20, BcastBinomial)
+		require.NoError(t, err)
+		if root == 3 {
+			require.Greater(t, bin.Predicted, 1.8*p.Predicted)
+		}
+	}
 }

@@ -208,3 +208,34 @@ func (m *Model) Digest() uint64 {
 	}
 	return h.Sum64() &^ (1 << 63)
 }
+
+// Transposed returns m with every direction reversed: what i sends to j
+// in the result costs what j sends to i in m (latency, rate, per-byte
+// cost, each rail), send and receive overheads trade places, and each
+// segment's two directions swap. A reduction's tree, along which data
+// flows towards the root, is a broadcast's tree on the transposed model.
+func (m *Model) Transposed() *Model {
+	tr := func(a [][]float64) [][]float64 {
+		if a == nil {
+			return nil
+		}
+		out := make([][]float64, len(a))
+		for i := range out {
+			out[i] = make([]float64, len(a))
+			for j := range out[i] {
+				out[i][j] = a[j][i]
+			}
+		}
+		return out
+	}
+	t := &Model{Latency: tr(m.Latency), Bandwidth: tr(m.Bandwidth), PerByte: tr(m.PerByte), SendOverhead: m.RecvOverhead, RecvOverhead: m.SendOverhead}
+	for _, r := range m.Rails {
+		t.Rails = append(t.Rails, Rail{Name: r.Name, Latency: tr(r.Latency), Bandwidth: tr(r.Bandwidth)})
+	}
+	for _, s := range m.Segments {
+		s.AB, s.BA = s.BA, s.AB
+		s.A, s.B = append([]int(nil), s.A...), append([]int(nil), s.B...)
+		t.Segments = append(t.Segments, s)
+	}
+	return t
+}

@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -40,7 +41,9 @@ type bcastKey struct {
 // (collective.PlanBcast): the binomial tree in rank order, the tree that
 // informs every rank earliest by the measured latencies, or a tree in
 // which fast ranks relay and slow ones are leaves; large messages go in
-// pieces that every rank forwards as soon as it has them. Every rank
+// pieces that every rank forwards as soon as it has them. Where no one
+// tree gets near the bound (relays whose egress is short), the pieces
+// are dealt to several trees at once, each rank relaying a share. Every rank
 // makes the same plan from root's size, which travels with the first
 // piece. Config.Bcast, or WithAlgorithm for one call, forces
 // collective.BcastBinomial or collective.BcastPipeline; it must be the
@@ -78,16 +81,27 @@ func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, e
 		}
 		return data, k.err(c.forward(k, plan, data, nil))
 	}
-	// The first piece comes from this rank's parent, whoever the plan
-	// makes it: only the parent sends to this rank in this call.
-	first, m, err := k.finishMsg(c.postRecv(collCtx(c.id), AnySource, k.tag), buf)
-	if err != nil {
-		return nil, k.err(err)
+	// The first piece comes from this rank's parent in the plan's first
+	// tree, whoever the plan makes it. Where the plan packs several
+	// trees, pieces of the others may come first: they are kept until
+	// the plan says where they belong.
+	var stash []stashedPiece
+	var first []byte
+	var m *inMsg
+	for {
+		first, m, err = k.finishMsg(c.postRecv(collCtx(c.id), AnySource, k.tag), buf)
+		if err != nil {
+			return nil, k.err(err)
+		}
+		if m.useq&bcastFirst != 0 {
+			break
+		}
+		if len(stash) >= bcastMaxPieces {
+			return nil, k.err(&RankError{Rank: m.src, Err: fmt.Errorf("%w: Bcast: %d pieces came before the first", ErrProtocol, len(stash)+1)})
+		}
+		stash = append(stash, stashedPiece{src: c.index[m.src], seq: m.useq, data: bytes.Clone(first)})
 	}
 	src := c.index[m.src]
-	if m.useq&bcastFirst == 0 {
-		return nil, k.err(&RankError{Rank: m.src, Err: fmt.Errorf("%w: Bcast: rank %d sent piece %d first", ErrProtocol, src, m.useq)})
-	}
 	size := int64(m.useq & (1<<bcastRootShift - 1))
 	if theirs := int(m.useq &^ bcastFirst >> bcastRootShift); theirs != root {
 		why := fmt.Sprintf("Bcast: rank %d broadcast from root %d, rank %d expected root %d", src, theirs, c.rank, root)
@@ -117,7 +131,53 @@ func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, e
 	if len(first) > 0 && unsafe.SliceData(first) != unsafe.SliceData(data) {
 		copy(data, first)
 	}
-	return data, k.err(c.forward(k, plan, data, first))
+	got := make([]bool, max(plan.Chunks, 1))
+	got[0] = true
+	for _, sp := range stash {
+		if err := c.placePiece(plan, data, sp, got); err != nil {
+			return nil, k.err(err)
+		}
+	}
+	return data, k.err(c.forward(k, plan, data, got))
+}
+
+// bcastMaxPieces bounds the pieces a rank keeps before a broadcast's
+// first: no plan has more.
+const bcastMaxPieces = 1 << 10
+
+// stashedPiece is a piece of a packed broadcast that came before the
+// first one.
+type stashedPiece struct {
+	src  int // the rank it came from (communicator rank)
+	seq  uint64
+	data []byte
+}
+
+// placePiece checks a piece that came before the first against the plan
+// (its number, the rank it must come from, its size), copies it into
+// place and marks it received.
+func (c *Comm) placePiece(plan *collective.BcastPlan, data []byte, sp stashedPiece, got []bool) error {
+	i := int(min(sp.seq, uint64(len(got))))
+	if i < 1 || i >= len(got) || got[i] {
+		return &RankError{Rank: c.group[sp.src], Err: fmt.Errorf("%w: Bcast: rank %d sent piece %d of %d before the first", ErrProtocol, sp.src, sp.seq, len(got))}
+	}
+	dst := bcastPiece(plan, data, i)
+	if parent, _ := plan.Tree(i); parent[c.rank] != sp.src || len(sp.data) != len(dst) {
+		why := fmt.Sprintf("Bcast from rank %d: rank %d got piece %d (%d bytes) from rank %d, but its plan has it receive %d bytes from rank %d (the ranks use different algorithms or models)", plan.Root, c.rank, i, len(sp.data), sp.src, len(dst), parent[c.rank])
+		c.abort(why)
+		return &RankError{Rank: c.group[sp.src], Err: fmt.Errorf("%w: %s", ErrMismatch, why)}
+	}
+	copy(dst, sp.data)
+	got[i] = true
+	return nil
+}
+
+// bcastPiece returns piece i of a broadcast's data.
+func bcastPiece(plan *collective.BcastPlan, data []byte, i int) []byte {
+	size := int64(len(data))
+	lo := min(int64(i)*plan.Chunk, size)
+	hi := min(lo+plan.Chunk, size)
+	return data[lo:hi:hi]
 }
 
 // BcastPlan returns the plan Bcast runs for a message of bytes bytes from
@@ -157,10 +217,12 @@ func (c *Comm) planBcast(root int, size int64, algo collective.Algorithm) (*coll
 }
 
 // forward runs this rank's part of a broadcast plan on data (all of it
-// on root; elsewhere the first piece is in place, and the others are
-// received into data here): one goroutine per child sends the pieces in
-// order, each as soon as it is in.
-func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) error {
+// on root; elsewhere the pieces marked in got are in place, and the
+// others are received into data here): one goroutine per child sends it
+// its pieces in order, each as soon as it is in. In a packed plan each
+// piece goes down its own tree (BcastPlan.Tree), so a rank may have other
+// children, and another parent, for each.
+func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data []byte, got []bool) error {
 	size := int64(len(data))
 	pieces := max(plan.Chunks, 1)
 	if pieces == 1 {
@@ -175,16 +237,20 @@ func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) 
 		}
 		return finishAll(dones)
 	}
-	piece := func(i int) []byte {
-		lo := min(int64(i)*plan.Chunk, size)
-		hi := min(lo+plan.Chunk, size)
-		return data[lo:hi:hi]
-	}
 	ready := make([]chan struct{}, pieces)
+	var children []int       // in the order they first get a piece
+	sends := map[int][]int{} // child -> the pieces it gets from this rank
 	for i := range ready {
 		ready[i] = make(chan struct{})
-		if c.rank == plan.Root || i == 0 {
+		if c.rank == plan.Root || got[i] {
 			close(ready[i])
+		}
+		_, kids := plan.Tree(i)
+		for _, child := range kids[c.rank] {
+			if sends[child] == nil {
+				children = append(children, child)
+			}
+			sends[child] = append(sends[child], i)
 		}
 	}
 	ctx, cancel := context.WithCancel(k.ctx)
@@ -192,12 +258,16 @@ func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) 
 	sk := *k
 	sk.ctx = ctx
 	var wg sync.WaitGroup
-	errs := make(chan error, len(plan.Children[c.rank])+1)
-	for _, child := range plan.Children[c.rank] {
+	errs := make(chan error, len(children)+pieces+1)
+	fail := func(err error) {
+		errs <- err
+		cancel()
+	}
+	for _, child := range children {
 		wg.Add(1)
 		go func(child int) {
 			defer wg.Done()
-			for i := 0; i < pieces; i++ {
+			for _, i := range sends[child] {
 				select {
 				case <-ready[i]:
 				case <-ctx.Done():
@@ -209,49 +279,63 @@ func (c *Comm) forward(k *coll, plan *collective.BcastPlan, data, first []byte) 
 				}
 				// Pieces go eagerly, so that none waits a round trip for
 				// a grant.
-				if err := sk.sendEager(child, piece(i), useq); err != nil {
-					errs <- err
-					cancel()
+				if err := sk.sendEager(child, bcastPiece(plan, data, i), useq); err != nil {
+					fail(err)
 					return
 				}
 			}
 		}(child)
 	}
 	if c.rank != plan.Root {
-		if err := c.receivePieces(&sk, plan, pieces, piece, ready); err != nil {
-			errs <- err
-			cancel()
-		}
+		c.receivePieces(&sk, plan, data, got, ready, &wg, fail)
 	}
 	wg.Wait()
 	close(errs)
 	return <-errs
 }
 
-// receivePieces receives pieces 1.. of a broadcast from this rank's
-// parent into place, marking each ready as it arrives.
-func (c *Comm) receivePieces(k *coll, plan *collective.BcastPlan, pieces int, piece func(int) []byte, ready []chan struct{}) error {
-	parent := plan.Parent[c.rank]
-	reqs := make([]*recvReq, pieces)
-	for i := 1; i < pieces; i++ {
-		reqs[i] = k.postSeqInto(parent, uint64(i), piece(i))
-	}
-	for i := 1; i < pieces; i++ {
-		dst := piece(i)
-		got, err := k.finishInto(reqs[i], dst)
-		if err == nil && len(got) != len(dst) {
-			err = &RankError{Rank: c.group[parent], Err: fmt.Errorf("%w: Bcast: piece %d from rank %d has %d bytes, not %d", ErrProtocol, i, parent, len(got), len(dst))}
+// receivePieces receives the pieces of a broadcast not yet in (got) into
+// place, from each one's parent, marking each ready as it arrives: one
+// goroutine per parent (in wg) takes that parent's pieces in order, as
+// it sends them. An error goes to fail.
+func (c *Comm) receivePieces(k *coll, plan *collective.BcastPlan, data []byte, got []bool, ready []chan struct{}, wg *sync.WaitGroup, fail func(error)) {
+	var parents []int
+	from := map[int][]int{}
+	reqs := make([]*recvReq, len(got))
+	for i, in := range got {
+		if in {
+			continue
 		}
-		if err != nil {
-			for _, r := range reqs[i+1:] {
-				c.w.unpost(collCtx(c.id), r)
+		parent, _ := plan.Tree(i)
+		p := parent[c.rank]
+		if from[p] == nil {
+			parents = append(parents, p)
+		}
+		from[p] = append(from[p], i)
+		reqs[i] = k.postSeqInto(p, uint64(i), bcastPiece(plan, data, i))
+	}
+	for _, p := range parents {
+		wg.Add(1)
+		go func(p int, list []int) {
+			defer wg.Done()
+			for n, i := range list {
+				dst := bcastPiece(plan, data, i)
+				in, err := k.finishInto(reqs[i], dst)
+				if err == nil && len(in) != len(dst) {
+					err = &RankError{Rank: c.group[p], Err: fmt.Errorf("%w: Bcast: piece %d from rank %d has %d bytes, not %d", ErrProtocol, i, p, len(in), len(dst))}
+				}
+				if err != nil {
+					for _, j := range list[n+1:] {
+						c.w.unpost(collCtx(c.id), reqs[j])
+					}
+					fail(err)
+					return
+				}
+				if len(in) > 0 && unsafe.SliceData(in) != unsafe.SliceData(dst) {
+					copy(dst, in)
+				}
+				close(ready[i])
 			}
-			return err
-		}
-		if len(got) > 0 && unsafe.SliceData(got) != unsafe.SliceData(dst) {
-			copy(dst, got)
-		}
-		close(ready[i])
+		}(p, from[p])
 	}
-	return nil
 }

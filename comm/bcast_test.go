@@ -12,6 +12,7 @@ import (
 
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/internal/commtest"
+	"github.com/hetcomm/hetcomm/transport"
 )
 
 // mixedModel is a switched network of n ranks with NICs from 20 to 400
@@ -191,4 +192,60 @@ func TestBcastRootMismatch(t *testing.T) {
 	for r, c := range comms {
 		require.ErrorIs(t, c.Barrier(ctx), ErrMismatch, "rank %d", r)
 	}
+}
+
+// packedModel is a switch whose ranks receive at 100 MB/s and send at
+// 50, except rank 0 at 100: no single tree from rank 0 gets near the
+// bound, so Bcast packs several (collective.PlanBcast).
+func packedModel(n int) *collective.Model {
+	m := collective.NewUniformModel(n, 50e-6, 1)
+	for i := 0; i < n; i++ {
+		out := 50e6
+		if i == 0 {
+			out = 100e6
+		}
+		for j := 0; j < n; j++ {
+			m.Bandwidth[i][j] = min(out, 100e6)
+		}
+	}
+	return m
+}
+
+// A packed Bcast delivers every byte whatever order its trees' pieces
+// arrive in. The link from root to the first tree's relay is slowed, so
+// that the others' pieces come before the first one everywhere else.
+func TestBcastPacked(t *testing.T) {
+	const n, size = 5, 1<<20 + 5
+	model := packedModel(n)
+	plan, err := collective.PlanBcast(model, 0, size, collective.Auto)
+	require.NoError(t, err)
+	require.Greater(t, plan.Trees(), 1, "the model must make Bcast pack trees")
+	relay := plan.Children[0][0]
+	netw := transport.NewMemNetwork(5)
+	require.NoError(t, netw.SetShape(0, relay, transport.ShapeConfig{Delay: 30 * time.Millisecond}))
+	comms := startShaped(t, netw, model, nil)
+	// And over TCP, where the pieces cross sockets (forced: on loopback
+	// Auto keeps the binomial tree).
+	tcp := startWorld(t, n, "tcp", func(c *Config) { c.Model, c.Bcast = model, collective.BcastPipeline })
+	commtest.OnAll(t, append(comms, tcp...), func(c *Comm) error {
+		for it := 0; it < 3; it++ {
+			for _, root := range []int{0, 2} {
+				for _, sz := range []int{size, 300001} {
+					want := pattern(root, sz, it, sz)
+					var data []byte
+					if c.Rank() == root {
+						data = want
+					}
+					got, err := c.Bcast(context.Background(), root, data)
+					if err != nil {
+						return fmt.Errorf("%d bytes from %d: %w", sz, root, err)
+					}
+					if !bytes.Equal(got, want) {
+						return fmt.Errorf("%d bytes from %d: wrong data", sz, root)
+					}
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -45,7 +45,7 @@ type Comm struct {
 	backbone   map[string]int // ProbeBackbone results by group pair
 	bcastKey   bcastKey
 	bcastPlan  *collective.BcastPlan
-	// The last Allgather and Allreduce plans and the last reduce-scatter's
+	// The last Allgather, Allreduce and Reduce plans and the last reduce-scatter's
 	// pacing rates, by what they were made from (see cached).
 	agKey  string
 	agPlan collective.AllgatherPlan
@@ -53,6 +53,8 @@ type Comm struct {
 	rsPlan *collective.Plan
 	arKey  string
 	arPlan collective.AllreducePlan
+	rdKey  string
+	rdPlan *collective.BcastPlan
 
 	loopOnce   sync.Once
 	onLoopback bool

@@ -102,12 +102,17 @@ func FromBytes[T Number](b []byte) ([]T, error) {
 	return out, nil
 }
 
-// Reduce combines every rank's data with op, in rank order, and returns
-// the result at root (nil elsewhere). Every rank must pass the same
-// length. Small vectors go along a binomial tree towards rank 0,
-// ceil(log2 P) rounds, then one message to root; large ones are
-// reduce-scattered, in blocks in proportion to each rank's NIC rate, and
-// the blocks gathered at root. The choice is Allreduce's
+// Reduce combines every rank's data with op and returns the result at
+// root (nil elsewhere). Every rank must pass the same length. Large
+// vectors are reduce-scattered, in blocks in proportion to each rank's
+// NIC rate, and the blocks gathered at root. The others go up a tree:
+// with Sum, Prod, Min or Max, the one collective.PlanReduce plans from
+// the model (Bcast's tree run backwards: slow senders are leaves, a rank
+// collects from as many children as its ingress carries, and a vector of
+// ReduceLargeFrom bytes or more streams up in pieces that every rank
+// combines and passes on as they come); with any other op, or on
+// loopback, a binomial tree towards rank 0 that combines in rank order,
+// then one message to root. The choice between the two is Allreduce's
 // (collective.PlanAllreduce: AllreduceTree or AllreduceRSAG, forced by
 // Config.Allreduce or WithAlgorithm), and only an element-wise op is
 // reduce-scattered.
@@ -168,10 +173,21 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 		return nil, err
 	}
 	defer cancel()
-	// A binomial tree towards rank 0 combines in rank order (a subtree's
-	// ranks follow its parent's); rank 0 then hands the result to root.
 	n, me := c.Size(), c.rank
 	copy(acc, data)
+	var z T
+	plan, err := reducePlan(c, root, len(acc), int(unsafe.Sizeof(z)), op)
+	if err != nil {
+		return nil, k.err(err)
+	}
+	if plan != nil {
+		if err := reduceAlong(k, plan, acc, op); err != nil || me != root {
+			return nil, k.err(err)
+		}
+		return acc, nil
+	}
+	// A binomial tree towards rank 0 combines in rank order (a subtree's
+	// ranks follow its parent's); rank 0 then hands the result to root.
 	for mask := 1; mask < n; mask <<= 1 {
 		if me&mask != 0 {
 			if err := k.send(me-mask, AsBytes(acc)); err != nil {
@@ -205,9 +221,9 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 	return nil, nil
 }
 
-// Allreduce combines every rank's data with op, in rank order, and gives
-// every rank the result. Small vectors go to rank 0 along a binomial tree
-// and come back along one (collective.AllreduceTree); large ones are
+// Allreduce combines every rank's data with op and gives every rank the
+// result. Small vectors are reduced to rank 0 as Reduce does and come
+// back down Bcast's tree (collective.AllreduceTree); large ones are
 // reduce-scattered, in blocks in proportion to each rank's NIC rate, and
 // allgathered (collective.AllreduceRSAG), the two overlapped piece by
 // piece where the model predicts that pays (AllreducePlan.Segments: a
@@ -259,6 +275,22 @@ func AllreduceInto[T Number](ctx context.Context, c *Comm, data, out []T, op Op[
 // makes, recognised by their function names. Any other op may combine
 // groups of elements (MAXLOC's pairs) and is applied to whole vectors.
 func elementwise[T Number](op Op[T]) bool {
+	return opIs(op, "Sum[", "Prod[", "Min[", "Max[", "OpFunc[")
+}
+
+// commutative reports whether op is one of Sum, Prod, Min and Max, whose
+// operands may be combined in any order (MPI assumes so of its
+// predefined operations, not of a user's).
+func commutative[T Number](op Op[T]) bool {
+	return opIs(op, "Sum[", "Prod[", "Min[", "Max[")
+}
+
+// opIs reports whether op is a function of this package whose name
+// starts with one of prefixes.
+func opIs[T Number](op Op[T], prefixes ...string) bool {
+	if op == nil {
+		return false
+	}
 	f := runtime.FuncForPC(reflect.ValueOf(op).Pointer())
 	if f == nil {
 		return false
@@ -268,7 +300,7 @@ func elementwise[T Number](op Op[T]) bool {
 	if !ok {
 		return false
 	}
-	for _, e := range []string{"Sum[", "Prod[", "Min[", "Max[", "OpFunc["} {
+	for _, e := range prefixes {
 		if strings.HasPrefix(name, e) {
 			return true
 		}

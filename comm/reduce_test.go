@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/internal/commtest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReduceAlgorithms: Reduce along the tree and reduce-scattered then
@@ -117,4 +119,101 @@ func TestAllreducePipelined(t *testing.T) {
 		}
 		return check(c, got, elems)
 	})
+}
+
+// TestReduceTree: Reduce with Sum, Min and Max goes up the tree
+// collective.PlanReduce plans (whole or in pieces, from every root) and
+// gives root the exact result; an op not known to be commutative keeps
+// the binomial tree in rank order.
+func TestReduceTree(t *testing.T) {
+	const n = 6
+	model := mixedModel(n)
+	comms := startWorld(t, n, "mem", func(c *Config) { c.Model = model })
+	for _, elems := range []int{0, 1, 3000, 70001} {
+		p, err := reducePlan(comms[0], 2, elems, 8, Sum[int64])
+		require.NoError(t, err)
+		require.NotNil(t, p, "Sum is planned")
+		if elems == 70001 {
+			require.Greater(t, p.Chunks, 1, "a large vector goes in pieces")
+		}
+		p, err = reducePlan(comms[0], 2, elems, 8, OpFunc(func(a, b int64) int64 { return a - b }))
+		require.NoError(t, err)
+		require.Nil(t, p, "a user's op keeps rank order")
+	}
+	commtest.OnAll(t, comms, func(c *Comm) error {
+		ctx := WithAlgorithm(context.Background(), collective.AllreduceTree)
+		for _, elems := range []int{0, 1, 3000, 70001} {
+			data := make([]int64, elems)
+			for i := range data {
+				data[i] = int64((c.Rank()+1)*7919+i) % 1000
+			}
+			for root := 0; root < n; root++ {
+				for _, o := range []struct {
+					name string
+					op   Op[int64]
+				}{{"sum", Sum[int64]}, {"min", Min[int64]}, {"max", Max[int64]}} {
+					name, op := o.name, o.op
+					got, err := Reduce(ctx, c, root, data, op)
+					if err != nil {
+						return fmt.Errorf("%s of %d from root %d: %w", name, elems, root, err)
+					}
+					if c.Rank() != root {
+						if got != nil {
+							return fmt.Errorf("rank %d got a result", c.Rank())
+						}
+						continue
+					}
+					if len(got) != elems {
+						return fmt.Errorf("%s: %d elements, want %d", name, len(got), elems)
+					}
+					for i, v := range got {
+						want := int64((1*7919 + i) % 1000)
+						for r := 1; r < n; r++ {
+							x := int64(((r+1)*7919 + i) % 1000)
+							switch name {
+							case "sum":
+								want += x
+							case "min":
+								want = min(want, x)
+							case "max":
+								want = max(want, x)
+							}
+						}
+						if v != want {
+							return fmt.Errorf("%s of %d from root %d: element %d is %d, want %d", name, elems, root, i, v, want)
+						}
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestReduceTreeMismatch: ranks that pass vectors of different lengths
+// to a planned Reduce fail on every rank with ErrMismatch (whichever rank
+// finds it), and none waits for ever.
+func TestReduceTreeMismatch(t *testing.T) {
+	const n = 5
+	for _, lens := range [][2]int{{10, 11}, {9000, 12000}} {
+		comms := startWorld(t, n, "mem", func(c *Config) { c.Model = mixedModel(n) })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		errs := rankErrors(comms, func(r int, c *Comm) error {
+			elems := lens[0]
+			if r == 3 {
+				elems = lens[1]
+			}
+			_, err := Reduce(WithAlgorithm(ctx, collective.AllreduceTree), c, 0, make([]float64, elems), Sum[float64])
+			if err == nil {
+				// A rank that finished its part finds out at the next call.
+				err = c.Barrier(ctx)
+			}
+			return err
+		})
+		require.NoError(t, ctx.Err(), "lengths %v: the ranks waited for the deadline: %v", lens, errs)
+		cancel()
+		for r, err := range errs {
+			require.ErrorIs(t, err, ErrMismatch, "lengths %v, rank %d", lens, r)
+		}
+	}
 }

@@ -90,7 +90,11 @@ func bcastCase(c *comm.Comm, size int64, algo collective.Algorithm, seed uint64)
 			if algo == collective.Auto {
 				lc.chosen = string(p.Algorithm)
 			}
-			lc.note = fmt.Sprintf("%s tree, %s", p.Algorithm, pieces(p.Chunks, p.Chunk))
+			trees := "tree"
+			if p.Trees() > 1 {
+				trees = fmt.Sprintf("%d packed trees", p.Trees())
+			}
+			lc.note = fmt.Sprintf("%s %s, %s", p.Algorithm, trees, pieces(p.Chunks, p.Chunk))
 		}
 	}
 	lc.note = joinNote(lc.note, lc.boundBy)

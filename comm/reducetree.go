@@ -1,0 +1,118 @@
+package comm
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// A reduction along a planned tree (collective.PlanReduce): the
+// broadcast's tree run backwards, the operator applied on the way.
+
+// reduceHeadFlag marks the first piece a rank sends up a reduction's
+// tree: its sequence number is reduceHeadFlag | the rank's number of
+// elements, which its parent checks against its own.
+const reduceHeadFlag = uint64(1) << 63
+
+// reducePlan returns the tree plan for reducing a vector of elems
+// elements of elemSize bytes to root with op, or nil where the binomial
+// tree in rank order serves instead: an op that is not known to be
+// commutative (a planned tree combines in its own order), one rank, or
+// Auto on loopback (see Comm.loopback).
+func reducePlan[T Number](c *Comm, root, elems, elemSize int, op Op[T]) (*collective.BcastPlan, error) {
+	if c.Size() == 1 || !commutative(op) || c.loopback() {
+		return nil, nil
+	}
+	bytes := int64(elems) * int64(elemSize)
+	return cached(c, &c.rdKey, &c.rdPlan, planKey(c, "", []int64{int64(root), bytes}), func() (*collective.BcastPlan, error) {
+		return collective.PlanReduce(c.model(), root, bytes, collective.Auto)
+	})
+}
+
+// reduceAlong runs this rank's part of a reduction plan on acc, which
+// holds this rank's vector: piece by piece, in order, it receives the
+// piece of every child, combines it into acc with op, and sends the
+// piece on to its parent. At root acc ends as the result.
+func reduceAlong[T Number](k *coll, plan *collective.BcastPlan, acc []T, op Op[T]) error {
+	c := k.c
+	n := len(acc)
+	pieces := max(plan.Chunks, 1)
+	per := (n + pieces - 1) / pieces
+	if per > 0 {
+		pieces = (n + per - 1) / per
+	} else {
+		pieces = 1
+	}
+	span := func(i int) (int, int) { return min(i*per, n), min((i+1)*per, n) }
+	children := plan.Children[c.rank]
+	scratch := make([]T, len(children)*n)
+	part := func(ci, i int) []T {
+		lo, hi := span(i)
+		return scratch[ci*n+lo : ci*n+hi : ci*n+hi]
+	}
+	// The later pieces are posted first, so that none of them can match
+	// the first piece's receive (it takes any number: it is where a
+	// child with another size is caught).
+	reqs := make([][]*recvReq, len(children))
+	for ci, child := range children {
+		reqs[ci] = make([]*recvReq, pieces)
+		for i := 1; i < pieces; i++ {
+			reqs[ci][i] = k.postSeqInto(child, uint64(i), AsBytes(part(ci, i)))
+		}
+		reqs[ci][0] = c.w.postInto(collCtx(c.id), c.group[child], k.tag, -1, false, AsBytes(part(ci, 0)))
+	}
+	fail := func(err error) error {
+		for _, rs := range reqs {
+			for _, r := range rs {
+				if r != nil {
+					c.w.unpost(collCtx(c.id), r)
+				}
+			}
+		}
+		return err
+	}
+	head := reduceHeadFlag | uint64(n)
+	for i := 0; i < pieces; i++ {
+		lo, hi := span(i)
+		for ci, child := range children {
+			dst := AsBytes(part(ci, i))
+			got, m, err := k.finishMsg(reqs[ci][i], dst)
+			reqs[ci][i] = nil
+			if err != nil {
+				return fail(err)
+			}
+			if i == 0 && m.useq != head {
+				theirs := int64(m.useq &^ reduceHeadFlag)
+				if m.useq&reduceHeadFlag == 0 {
+					theirs = -1
+				}
+				why := fmt.Sprintf("rank %d contributed %d elements to %s, rank %d %d", child, theirs, opName(k.op), c.rank, n)
+				if theirs < 0 {
+					why = fmt.Sprintf("rank %d sent piece %d of %s first (rank %d has %d elements)", child, m.useq, opName(k.op), c.rank, n)
+				}
+				c.abort(why)
+				return fail(&RankError{Rank: c.group[child], Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
+			}
+			if len(got) != len(dst) {
+				why := fmt.Sprintf("rank %d sent %d bytes as piece %d of %s, rank %d expected %d", child, len(got), i, opName(k.op), c.rank, len(dst))
+				c.abort(why)
+				return fail(&RankError{Rank: c.group[child], Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
+			}
+			if len(got) > 0 && unsafe.SliceData(got) != unsafe.SliceData(dst) {
+				copy(dst, got)
+			}
+			op(acc[lo:hi], part(ci, i))
+		}
+		if parent := plan.Parent[c.rank]; parent >= 0 {
+			seq := uint64(i)
+			if i == 0 {
+				seq = head
+			}
+			if err := k.sendEager(parent, AsBytes(acc[lo:hi]), seq); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	return nil
+}
