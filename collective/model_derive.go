@@ -22,17 +22,7 @@ func (m *Model) Sub(group []int) *Model {
 		return m
 	}
 	sub := func(a [][]float64) [][]float64 {
-		if a == nil {
-			return nil
-		}
-		out := make([][]float64, len(group))
-		for i := range out {
-			out[i] = make([]float64, len(group))
-			for j := range out[i] {
-				out[i][j] = a[group[i]][group[j]]
-			}
-		}
-		return out
+		return remap(a, len(group), func(i, j int) float64 { return a[group[i]][group[j]] })
 	}
 	s := &Model{Latency: sub(m.Latency), Bandwidth: sub(m.Bandwidth), PerByte: sub(m.PerByte)}
 	if m.SendOverhead != nil {
@@ -216,17 +206,7 @@ func (m *Model) Digest() uint64 {
 // flows towards the root, is a broadcast's tree on the transposed model.
 func (m *Model) Transposed() *Model {
 	tr := func(a [][]float64) [][]float64 {
-		if a == nil {
-			return nil
-		}
-		out := make([][]float64, len(a))
-		for i := range out {
-			out[i] = make([]float64, len(a))
-			for j := range out[i] {
-				out[i][j] = a[j][i]
-			}
-		}
-		return out
+		return remap(a, len(a), func(i, j int) float64 { return a[j][i] })
 	}
 	t := &Model{Latency: tr(m.Latency), Bandwidth: tr(m.Bandwidth), PerByte: tr(m.PerByte), SendOverhead: m.RecvOverhead, RecvOverhead: m.SendOverhead}
 	for _, r := range m.Rails {
@@ -238,4 +218,20 @@ func (m *Model) Transposed() *Model {
 		t.Segments = append(t.Segments, s)
 	}
 	return t
+}
+
+// remap returns the n x n matrix whose element (i, j) is at(i, j), or nil
+// when a (the matrix at reads) is nil.
+func remap(a [][]float64, n int, at func(i, j int) float64) [][]float64 {
+	if a == nil {
+		return nil
+	}
+	out := make([][]float64, n)
+	for i := range out {
+		out[i] = make([]float64, n)
+		for j := range out[i] {
+			out[i][j] = at(i, j)
+		}
+	}
+	return out
 }

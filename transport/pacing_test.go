@@ -40,12 +40,18 @@ func pacedRate(t *testing.T, a, b Link, size, msgs int) float64 {
 // TestPacing: a paced link never delivers faster than its rate (a busy
 // machine can only make it slower), on every transport: TCP and TLS in
 // the kernel, reliable UDP, QUIC and mem in user space; once cleared the
-// limit is gone. The 5% accuracy is BenchmarkPacing's to report.
+// limit is gone. Nor does the pacer hold a link far below what it can
+// do: the paced rate must reach 30% of the rate set, or of what the same
+// link delivered unpaced in this run (before pacing and after clearing,
+// the lower of the two) when that is less: under the race detector on a
+// loaded machine QUIC delivers about 11 MB/s unpaced, under the 20 MB/s
+// set. The 5% accuracy is BenchmarkPacing's to report.
 func TestPacing(t *testing.T) {
 	for _, f := range []netFactory{transports()[0], socketFactory(KindTCP), socketFactory(KindTLS), socketFactory(KindUDP), socketFactory(KindQUIC)} {
 		t.Run(f.name, func(t *testing.T) {
 			a, b := pair(t, f, testConfig(0), testConfig(1))
 			require.True(t, CanPace(a))
+			before := pacedRate(t, a, b, 256<<10, 9) // unpaced, as the machine is now
 			const rate = 20e6
 			require.NoError(t, SetPacing(a, rate))
 			kernel := false
@@ -62,7 +68,6 @@ func TestPacing(t *testing.T) {
 			got := pacedRate(t, a, b, 256<<10, 21)
 			t.Logf("paced at %.3g B/s: %.3g B/s", rate, got)
 			require.Less(t, got, rate*1.05, "faster than the pacing rate")
-			require.Greater(t, got, rate*0.3, "far slower than the pacing rate")
 			require.NoError(t, SetPacing(a, 0))
 			if kernel {
 				wire, err := maxPacingRate(a.(*streamLink).tcp())
@@ -74,7 +79,10 @@ func TestPacing(t *testing.T) {
 				require.Zero(t, pr.PacingRate(), "a cleared link has no limit")
 			}
 			// Still delivers after clearing (its speed is BenchmarkPacing's).
-			t.Logf("cleared: %.3g B/s", pacedRate(t, a, b, 256<<10, 9))
+			after := pacedRate(t, a, b, 256<<10, 9)
+			t.Logf("unpaced: %.3g B/s before, %.3g B/s cleared", before, after)
+			floor := 0.3 * min(rate, before, after)
+			require.Greater(t, got, floor, "far slower than the pacing rate or the link's unpaced rate")
 		})
 	}
 	// A link that cannot pace says so.
