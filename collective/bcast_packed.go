@@ -209,16 +209,17 @@ func packedPlans(m *Model, f *Fabric, root int, bytes int64) []*BcastPlan {
 // predictPacked predicts a plan whose pieces go down several trees at
 // once: the longest time any resource needs for the bytes the plan puts
 // on it (each rank's egress and ingress, each pair, each segment
-// direction, at its capacity), plus the time the last piece needs to run
-// down its tree behind it: one piece per edge of the tree's deepest path,
-// each at the edge's share of its sender's egress among all the flows
-// that sender keeps busy, and the start-ups.
+// direction, at its capacity), a relay's egress counted from when its
+// first piece can be in, and root's followed by the longest way a piece
+// still has to go below root's children; plus a start-up and the pieces'
+// overheads.
 func predictPacked(m *Model, f *Fabric, p *BcastPlan) float64 {
 	n := f.Size()
 	sides := f.segmentSides()
 	out, in := make([]float64, n), make([]float64, n)
 	pair := map[[2]int]float64{}
 	seg := make([]float64, 2*len(f.Segments))
+	pieceCount := map[[2]int]int{}   // pieces per edge
 	flows := make([]map[int]bool, n) // the distinct children each rank sends to
 	for r := range flows {
 		flows[r] = map[int]bool{}
@@ -231,6 +232,7 @@ func predictPacked(m *Model, f *Fabric, p *BcastPlan) float64 {
 				out[u] += size
 				in[c] += size
 				pair[[2]int{u, c}] += size
+				pieceCount[[2]int{u, c}]++
 				flows[u][c] = true
 				for s := range f.Segments {
 					switch {
@@ -243,9 +245,50 @@ func predictPacked(m *Model, f *Fabric, p *BcastPlan) float64 {
 			}
 		}
 	}
-	busiest := 0.0
+	// A rank's egress cannot start before its first piece is in: first[u]
+	// is when the earliest piece of any tree reaches u, one piece down
+	// the tree's edges, each at its share of its sender's egress among
+	// all the flows that sender keeps busy.
+	first := make([]float64, n)
+	for r := range first {
+		first[r] = math.Inf(1)
+	}
+	first[p.Root] = 0
+	tail := 0.0 // the longest way a piece has to go once root has sent it
+	for t := 0; t < p.Trees(); t++ {
+		children := p.treeAt(t).Children
+		// at: when the piece reaches u; after: how long it has gone
+		// since it left root's hop.
+		var walk func(u int, at, after float64)
+		walk = func(u int, at, after float64) {
+			first[u] = min(first[u], at)
+			for _, c := range children[u] {
+				hop := f.StartUp(u, c) + float64(p.Chunk)/min(m.Rate(u, c), f.Out(u)/float64(len(flows[u])), f.In(c)) + bcastChunkOverhead
+				if u == p.Root {
+					walk(c, at+hop, 0)
+					continue
+				}
+				tail = max(tail, after+hop)
+				walk(c, at+hop, after+hop)
+			}
+		}
+		walk(p.Root, 0, 0)
+	}
+	// The plan ends when its busiest resource has moved its bytes: each
+	// rank's egress from its first piece on, each ingress, pair and
+	// segment direction; plus a start-up, and the overhead every piece
+	// costs on the edge that carries the most (as in PredictBcast).
+	// The last piece leaves root when root's egress is done, and still
+	// has its tail to go.
+	busiest, startUp := out[p.Root]/f.Out(p.Root)+tail, 0.0
 	for r := 0; r < n; r++ {
-		busiest = max(busiest, out[r]/f.Out(r), in[r]/f.In(r))
+		busiest = max(busiest, in[r]/f.In(r))
+		if out[r] > 0 {
+			busiest = max(busiest, first[r]+out[r]/f.Out(r))
+		}
+		for c := range flows[r] {
+			startUp = max(startUp, f.StartUp(r, c))
+		}
 	}
 	for e, b := range pair {
 		busiest = max(busiest, b/m.Rate(e[0], e[1]))
@@ -253,24 +296,9 @@ func predictPacked(m *Model, f *Fabric, p *BcastPlan) float64 {
 	for s, sg := range f.Segments {
 		busiest = max(busiest, seg[2*s]/sg.AB, seg[2*s+1]/sg.BA)
 	}
-	// Every piece costs bcastChunkOverhead on each edge it crosses, as in
-	// PredictBcast: the edge with the most pieces pays it most.
-	pieces := make([]int, p.Trees())
-	for i := 0; i < max(p.Chunks, 1); i++ {
-		pieces[p.treeOf(i)]++
+	most := 0
+	for e := range pair {
+		most = max(most, pieceCount[e])
 	}
-	fill := 0.0
-	for t := 0; t < p.Trees(); t++ {
-		children := p.treeAt(t).Children
-		var walk func(u int, at float64)
-		walk = func(u int, at float64) {
-			fill = max(fill, at)
-			for _, c := range children[u] {
-				rate := min(m.Rate(u, c), f.Out(u)/float64(len(flows[u])), f.In(c))
-				walk(c, at+f.StartUp(u, c)+float64(p.Chunk)/rate+bcastChunkOverhead)
-			}
-		}
-		walk(p.Root, float64(pieces[t])*bcastChunkOverhead)
-	}
-	return busiest + fill
+	return busiest + startUp + float64(most)*bcastChunkOverhead
 }
