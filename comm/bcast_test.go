@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -223,11 +224,13 @@ func TestBcastPacked(t *testing.T) {
 	relay := plan.Children[0][0]
 	netw := transport.NewMemNetwork(5)
 	require.NoError(t, netw.SetShape(0, relay, transport.ShapeConfig{Delay: 30 * time.Millisecond}))
-	comms := startShaped(t, netw, model, nil)
-	// And over TCP, where the pieces cross sockets (forced: on loopback
-	// Auto keeps the binomial tree).
-	tcp := startWorld(t, n, "tcp", func(c *Config) { c.Model, c.Bcast = model, collective.BcastPipeline })
-	commtest.OnAll(t, append(comms, tcp...), func(c *Comm) error {
+	worlds := [][]*Comm{startShaped(t, netw, model, nil)}
+	// And over every socket transport (forced: on loopback Auto keeps the
+	// binomial tree).
+	for _, tr := range conformanceTransports[1:] {
+		worlds = append(worlds, startWorld(t, n, tr, func(c *Config) { c.Model, c.Bcast = model, collective.BcastPipeline }))
+	}
+	commtest.OnAll(t, slices.Concat(worlds...), func(c *Comm) error {
 		for it := 0; it < 3; it++ {
 			for _, root := range []int{0, 2} {
 				for _, sz := range []int{size, 300001} {

@@ -111,6 +111,20 @@ func runCollectives(t *testing.T, comms []*Comm, m int) {
 					return fmt.Errorf("%s: Allreduce sum[%d] = %v, want %v", algo, i, v, want)
 				}
 			}
+			// Reduce to a root other than 0 (Bcast's algorithms choose
+			// its tree, Allreduce's the tree or reduce-scatter).
+			red, err := Reduce(actx, c, root, vec, Sum)
+			if err != nil {
+				return fmt.Errorf("%s: Reduce: %w", algo, err)
+			}
+			if me != root && red != nil || me == root && len(red) != len(vec) {
+				return fmt.Errorf("%s: Reduce gave rank %d %d elements", algo, me, len(red))
+			}
+			for i, v := range red {
+				if v != sum[i] {
+					return fmt.Errorf("%s: Reduce [%d] = %v, Allreduce %v", algo, i, v, sum[i])
+				}
+			}
 		}
 		// Gatherv / Scatterv with sizes that differ per rank.
 		root := n - 1

@@ -110,9 +110,10 @@ func FromBytes[T Number](b []byte) ([]T, error) {
 // the model (Bcast's tree run backwards: slow senders are leaves, a rank
 // collects from as many children as its ingress carries, and a vector of
 // ReduceLargeFrom bytes or more streams up in pieces that every rank
-// combines and passes on as they come); with any other op, or on
-// loopback, a binomial tree towards rank 0 that combines in rank order,
-// then one message to root. The choice between the two is Allreduce's
+// combines and passes on as they come); with any other op, on loopback,
+// or with Bcast's algorithm forced to collective.BcastBinomial (Config.Bcast
+// or WithAlgorithm), a binomial tree towards rank 0 that combines in rank
+// order, then one message to root. The choice between the two is Allreduce's
 // (collective.PlanAllreduce: AllreduceTree or AllreduceRSAG, forced by
 // Config.Allreduce or WithAlgorithm), and only an element-wise op is
 // reduce-scattered.
@@ -176,7 +177,7 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 	n, me := c.Size(), c.rank
 	copy(acc, data)
 	var z T
-	plan, err := reducePlan(c, root, len(acc), int(unsafe.Sizeof(z)), op)
+	plan, err := reducePlan(ctx, c, root, len(acc), int(unsafe.Sizeof(z)), op)
 	if err != nil {
 		return nil, k.err(err)
 	}

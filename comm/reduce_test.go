@@ -130,13 +130,13 @@ func TestReduceTree(t *testing.T) {
 	model := mixedModel(n)
 	comms := startWorld(t, n, "mem", func(c *Config) { c.Model = model })
 	for _, elems := range []int{0, 1, 3000, 70001} {
-		p, err := reducePlan(comms[0], 2, elems, 8, Sum[int64])
+		p, err := reducePlan(context.Background(), comms[0], 2, elems, 8, Sum[int64])
 		require.NoError(t, err)
 		require.NotNil(t, p, "Sum is planned")
 		if elems == 70001 {
 			require.Greater(t, p.Chunks, 1, "a large vector goes in pieces")
 		}
-		p, err = reducePlan(comms[0], 2, elems, 8, OpFunc(func(a, b int64) int64 { return a - b }))
+		p, err = reducePlan(context.Background(), comms[0], 2, elems, 8, OpFunc(func(a, b int64) int64 { return a - b }))
 		require.NoError(t, err)
 		require.Nil(t, p, "a user's op keeps rank order")
 	}

@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"context"
 	"fmt"
 	"unsafe"
 
@@ -18,11 +19,23 @@ const reduceHeadFlag = uint64(1) << 63
 // reducePlan returns the tree plan for reducing a vector of elems
 // elements of elemSize bytes to root with op, or nil where the binomial
 // tree in rank order serves instead: an op that is not known to be
-// commutative (a planned tree combines in its own order), one rank, or
-// Auto on loopback (see Comm.loopback).
-func reducePlan[T Number](c *Comm, root, elems, elemSize int, op Op[T]) (*collective.BcastPlan, error) {
-	if c.Size() == 1 || !commutative(op) || c.loopback() {
+// commutative (a planned tree combines in its own order), one rank,
+// Bcast's algorithm (WithAlgorithm, else Config.Bcast) forced to
+// collective.BcastBinomial, or Auto on loopback (see Comm.loopback).
+// Forced to collective.BcastPipeline, the tree is planned on loopback
+// too.
+func reducePlan[T Number](ctx context.Context, c *Comm, root, elems, elemSize int, op Op[T]) (*collective.BcastPlan, error) {
+	if c.Size() == 1 || !commutative(op) {
 		return nil, nil
+	}
+	switch algorithmFor(ctx, c.w.cfg.Bcast, collective.BcastBinomial, collective.BcastPipeline) {
+	case collective.BcastBinomial:
+		return nil, nil
+	case collective.BcastPipeline:
+	default:
+		if c.loopback() {
+			return nil, nil
+		}
 	}
 	bytes := int64(elems) * int64(elemSize)
 	return cached(c, &c.rdKey, &c.rdPlan, planKey(c, "", []int64{int64(root), bytes}), func() (*collective.BcastPlan, error) {
