@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -196,7 +197,16 @@ func TestRailOrderAndIntegrity(t *testing.T) {
 
 // TestRailAggTime: a 4 MiB message split over 5 MB/s + 20 MB/s arrives in
 // about the time of the sum of the rates (a loose sanity bound: the real
-// numbers are in the benchmarks).
+// numbers are in the benchmarks), never faster than the shaping allows.
+// The bound is scaled by what the machine does in the same run: next to
+// each transfer, the same two parts go at once over two plain shaped
+// links (idealSplit), and the fastest of three transfers must come within
+// 1.6x of the fastest of those (or of the prediction, if that is slower).
+// On a loaded machine both the shaped links' timers and a whole process
+// stall now and then (a 4 MiB transfer predicted at 168 ms took 450 ms
+// under two CPU hogs and the race detector, both rails' writes waking 270
+// ms late together); a RailSet that serialised its parts or waited for
+// something would be slow on every try.
 func TestRailAggTime(t *testing.T) {
 	g := newRailRig(t, rigOptions{model: RailModel{Costs: issueCosts, Policy: RailAgg}, shapes: issueShapes})
 	ctx := testCtx(t)
@@ -207,23 +217,60 @@ func TestRailAggTime(t *testing.T) {
 	_, err := g.b.Recv(ctx)
 	require.NoError(t, err)
 
-	start := time.Now()
-	errc := make(chan error, 1)
-	go func() { errc <- g.a.Send(ctx, Header{Type: MsgRndvData}, p) }()
-	m, err := g.b.Recv(ctx)
-	elapsed := time.Since(start)
-	require.NoError(t, err)
-	require.NoError(t, <-errc)
-	require.True(t, bytes.Equal(p, m.Payload))
 	predicted := RailModel{Costs: issueCosts, Policy: RailAgg}.Time(size)
 	fastAlone := issueCosts[1].Time(size)
-	t.Logf("4 MiB over agg: %v (predicted %.1f ms, sum of rates %.1f ms, fast rail alone %.1f ms)",
-		elapsed, 1e3*predicted, 1e3*size/25e6, 1e3*fastAlone)
-	require.Greater(t, elapsed.Seconds(), 0.9*predicted, "faster than the shaping allows")
-	require.Less(t, elapsed.Seconds(), 1.6*predicted+0.05, "far slower than the sum of the rates")
-	st := g.a.Stats()
-	require.Equal(t, uint64(1), st[0].Parts-0, "one part on the slow rail")
-	require.InDelta(t, float64(size)/5, float64(st[0].Bytes), 0.02*size)
+	best, ideal := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	for try := range 3 {
+		ideal = min(ideal, idealSplit(t, size))
+		before := g.a.Stats()
+		start := time.Now()
+		errc := make(chan error, 1)
+		go func() { errc <- g.a.Send(ctx, Header{Type: MsgRndvData}, p) }()
+		m, err := g.b.Recv(ctx)
+		elapsed := time.Since(start)
+		require.NoError(t, err)
+		require.NoError(t, <-errc)
+		require.True(t, bytes.Equal(p, m.Payload))
+		t.Logf("try %d: 4 MiB over agg: %v (predicted %.1f ms, sum of rates %.1f ms, fast rail alone %.1f ms)",
+			try, elapsed, 1e3*predicted, 1e3*size/25e6, 1e3*fastAlone)
+		require.Greater(t, elapsed.Seconds(), 0.9*predicted, "faster than the shaping allows")
+		best = min(best, elapsed)
+		st := g.a.Stats()
+		require.Equal(t, uint64(1), st[0].Parts-before[0].Parts, "one part on the slow rail")
+		require.InDelta(t, float64(size)/5, float64(st[0].Bytes-before[0].Bytes), 0.02*size)
+	}
+	ref := max(predicted, ideal.Seconds())
+	t.Logf("fastest: %v; the same split over plain shaped links: %v", best, ideal)
+	require.Less(t, best.Seconds(), 1.6*ref+0.05, "far slower than the sum of the rates")
+}
+
+// idealSplit sends size bytes split as agg splits them over issueShapes
+// (a fifth on the slow rail, the rest on the fast one), each part as one
+// message on a shaped mem link of its own, both at once, and returns how
+// long both took to arrive.
+func idealSplit(t *testing.T, size int) time.Duration {
+	t.Helper()
+	ctx := testCtx(t)
+	sa, sb := shapedPair(t, issueShapes[0])
+	fa, fb := shapedPair(t, issueShapes[1])
+	slow := size / 5
+	start := time.Now()
+	var eg errgroup.Group
+	for _, l := range []struct {
+		a, b Link
+		n    int
+	}{{sa, sb, slow}, {fa, fb, size - slow}} {
+		eg.Go(func() error { return l.a.Send(ctx, Header{Type: MsgRndvData}, make([]byte, l.n)) })
+		eg.Go(func() error {
+			m, err := l.b.Recv(ctx)
+			if err == nil && len(m.Payload) != l.n {
+				err = fmt.Errorf("%d bytes arrived, %d sent", len(m.Payload), l.n)
+			}
+			return err
+		})
+	}
+	require.NoError(t, eg.Wait())
+	return time.Since(start)
 }
 
 // TestRailMuxChoice: mux sends small messages on the low-latency rail and
