@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// exNICCase is the instance family of issue 15: every rank has a NIC of
+// exNICCase is the scale benchmark's instance family: every rank has a NIC of
 // one of five rates (20 to 400 Mbit/s), a pair runs at the slower of its
 // two NICs after 100 µs of latency, and every rank sends every other one
 // a random size of 1 byte to 512 KiB.
@@ -30,7 +30,7 @@ func exNICCase(n int, seed uint64) (*Model, *Exchange) {
 	return m, x
 }
 
-// BenchmarkPlanExchangeNICs plans the issue-15 family at 256 and 1,024
+// BenchmarkPlanExchangeNICs plans exNICCase instances at 256 and 1,024
 // ranks with Auto and with each planner Auto runs at that size.
 func BenchmarkPlanExchangeNICs(b *testing.B) {
 	for _, n := range []int{256, 1024} {
