@@ -128,7 +128,9 @@ func TestAllreducePipelined(t *testing.T) {
 func TestReduceTree(t *testing.T) {
 	const n = 6
 	model := mixedModel(n)
-	comms := startWorld(t, n, "mem", func(c *Config) { c.Model = model })
+	// A rank that fails leaves the others waiting: the op timeout makes
+	// them fail too, so that OnAll reports every rank's error.
+	comms := startWorld(t, n, "mem", func(c *Config) { c.Model, c.OpTimeout = model, 30*time.Second })
 	for _, elems := range []int{0, 1, 3000, 70001} {
 		p, err := reducePlan(context.Background(), comms[0], 2, elems, 8, Sum[int64])
 		require.NoError(t, err)
