@@ -56,7 +56,7 @@ func TestAllgatherMismatch(t *testing.T) {
 	comms := startWorld(t, n, "mem", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := rankErrors(comms, func(r int, c *Comm) error {
+	errs := commtest.Errors(comms, func(r int, c *Comm) error {
 		size := 10
 		if r == 2 {
 			size = 4 << 20 // large enough for another plan

@@ -101,7 +101,7 @@ func TestBcastAlgorithmMismatch(t *testing.T) {
 	comms := startWorld(t, n, "mem", func(c *Config) { c.Model = model })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errs := rankErrors(comms, func(r int, c *Comm) error {
+	errs := commtest.Errors(comms, func(r int, c *Comm) error {
 		algo := collective.BcastPipeline
 		if r%2 == 1 {
 			algo = collective.BcastBinomial
@@ -167,7 +167,7 @@ func TestBcastRootMismatch(t *testing.T) {
 	// Root 1's children (ranks 2 and 3) hold its pieces before anyone
 	// else sends.
 	require.Eventually(t, func() bool { return unexpectedLeft(comms[2]) == 1 && unexpectedLeft(comms[3]) == 1 }, 10*time.Second, time.Millisecond)
-	errs := rankErrors(comms, func(r int, c *Comm) error {
+	errs := commtest.Errors(comms, func(r int, c *Comm) error {
 		if r == 1 {
 			return rogue
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 )
 
 // BenchmarkAlltoallv measures one Alltoallv of 4 in-process ranks over
@@ -48,10 +49,7 @@ func BenchmarkAllreduce(b *testing.B) {
 		for _, algo := range []collective.Algorithm{collective.AllreduceTree, collective.AllreduceRSAG, collective.Auto} {
 			b.Run(fmt.Sprintf("bytes=%d/algo=%s", size, algo), func(b *testing.B) {
 				comms := startWorld(b, 4, "tcp", func(c *Config) { c.Allreduce = algo })
-				vecs := make([][]float64, 4)
-				for r := range vecs {
-					vecs[r] = make([]float64, size/8)
-				}
+				vecs := rankVectors(4, size/8)
 				b.SetBytes(int64(size))
 				ctx := context.Background()
 				for b.Loop() {
@@ -114,7 +112,7 @@ func BenchmarkAllgather(b *testing.B) {
 
 // onAllRanks runs f on every rank at once and waits for them all.
 func onAllRanks(b *testing.B, comms []*Comm, f func(r int, c *Comm) error) {
-	for _, err := range rankErrors(comms, f) {
+	for _, err := range commtest.Errors(comms, f) {
 		if err != nil {
 			b.Error(err)
 		}
@@ -127,10 +125,7 @@ func BenchmarkReduceScatter(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
 			comms := startWorld(b, 4, "tcp", nil)
-			vecs := make([][]float64, 4)
-			for r := range vecs {
-				vecs[r] = make([]float64, size/8)
-			}
+			vecs := rankVectors(4, size/8)
 			b.SetBytes(int64(size))
 			ctx := context.Background()
 			for b.Loop() {
@@ -141,4 +136,13 @@ func BenchmarkReduceScatter(b *testing.B) {
 			}
 		})
 	}
+}
+
+// rankVectors returns one zero vector of elems float64s per rank.
+func rankVectors(ranks, elems int) [][]float64 {
+	vecs := make([][]float64, ranks)
+	for r := range vecs {
+		vecs[r] = make([]float64, elems)
+	}
+	return vecs
 }

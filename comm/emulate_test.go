@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hetcomm/hetcomm/bootstrap"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -77,7 +78,7 @@ func TestEmulateTopology(t *testing.T) {
 		msg[i] = byte(i * 7)
 	}
 	var took time.Duration
-	errs := rankErrors(comms, func(r int, c *Comm) error {
+	errs := commtest.Errors(comms, func(r int, c *Comm) error {
 		switch r {
 		case 0:
 			return c.Send(ctx, 1, 0, msg)

@@ -200,7 +200,7 @@ func TestReduceTreeMismatch(t *testing.T) {
 	for _, lens := range [][2]int{{10, 11}, {9000, 12000}} {
 		comms := startWorld(t, n, "mem", func(c *Config) { c.Model = mixedModel(n) })
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		errs := rankErrors(comms, func(r int, c *Comm) error {
+		errs := commtest.Errors(comms, func(r int, c *Comm) error {
 			elems := lens[0]
 			if r == 3 {
 				elems = lens[1]

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,21 +52,6 @@ func startWorldOn(t testing.TB, n int, transportName string, netw transport.Netw
 		}
 		return Init(context.Background(), cfg)
 	})
-}
-
-// rankErrors runs f on every rank at once and returns each rank's error.
-func rankErrors(comms []*Comm, f func(r int, c *Comm) error) []error {
-	errs := make([]error, len(comms))
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = f(r, c)
-		}()
-	}
-	wg.Wait()
-	return errs
 }
 
 func TestInitSingleton(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,6 +16,7 @@ import (
 	"github.com/hetcomm/hetcomm/bench"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/internal/commtest"
 	"github.com/hetcomm/hetcomm/internal/worldtest"
 )
 
@@ -202,21 +202,6 @@ func TestMPIPeerBuilds(t *testing.T) {
 	require.Empty(t, errb.String(), "warnings")
 }
 
-// runRanks runs f on every rank at once and returns each rank's error.
-func runRanks(comms []*comm.Comm, f func(c *comm.Comm) error) []error {
-	errs := make([]error, len(comms))
-	var wg sync.WaitGroup
-	for r, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = f(c)
-		}()
-	}
-	wg.Wait()
-	return errs
-}
-
 // Every case checks its own result as right on in-process ranks, and
 // has the bound and prediction of the model.
 func TestLiveCasesCheck(t *testing.T) {
@@ -231,7 +216,7 @@ func TestLiveCasesCheck(t *testing.T) {
 		for _, size := range []int64{0, 1000, 300 << 10} {
 			for _, algo := range algos {
 				cases := make([]liveCase, n)
-				errs := runRanks(comms, func(c *comm.Comm) error {
+				errs := commtest.Errors(comms, func(_ int, c *comm.Comm) error {
 					lc, err := liveOp(ctx, c, lf, nil, size, algo)
 					if err != nil {
 						return err
@@ -275,7 +260,7 @@ func TestCheckLiveOpFailsEveryRank(t *testing.T) {
 	comms := worldtest.Start(t, n, nil, nil)
 	ctx := context.Background()
 	lf := liveFlags{collective: "bcast"}
-	errs := runRanks(comms, func(c *comm.Comm) error {
+	errs := commtest.Errors(comms, func(_ int, c *comm.Comm) error {
 		lc := liveCase{check: func(context.Context) (string, error) {
 			if c.Rank() == 2 {
 				return "byte 5 differs", nil

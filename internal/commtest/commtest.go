@@ -59,22 +59,28 @@ func Start[R io.Closer](t testing.TB, n int, start func(b *bootstrap.Bootstrap) 
 	return ranks
 }
 
-// OnAll runs f on every rank at once and fails the test with every
-// rank's error, naming the rank.
-func OnAll[R any](t testing.TB, ranks []R, f func(R) error) {
-	t.Helper()
+// Errors runs f on every rank at once, with the rank's index, and
+// returns each rank's error.
+func Errors[R any](ranks []R, f func(i int, x R) error) []error {
 	errs := make([]error, len(ranks))
 	var wg sync.WaitGroup
 	for i, x := range ranks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = f(x)
+			errs[i] = f(i, x)
 		}()
 	}
 	wg.Wait()
+	return errs
+}
+
+// OnAll runs f on every rank at once and fails the test with every
+// rank's error, naming the rank.
+func OnAll[R any](t testing.TB, ranks []R, f func(R) error) {
+	t.Helper()
 	failed := false
-	for i, err := range errs {
+	for i, err := range Errors(ranks, func(_ int, x R) error { return f(x) }) {
 		if err != nil {
 			t.Errorf("rank %d: %v", i, err)
 			failed = true
