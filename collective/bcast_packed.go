@@ -55,9 +55,10 @@ func (p *BcastPlan) treeOf(i int) int {
 // rank. Each star runs at w_j, the smallest of j's egress over its n-2
 // children, the pair rates on its edges and, with withRoot, root also
 // keeps a star of its own (root -> every rank) for whatever egress the
-// relays leave it. The rates are scaled down together until root's egress
-// and every rank's ingress can carry their sum. It returns the trees and
-// their rates, the fastest first; none when n < 3.
+// relays leave it. The relays' rates are scaled down together until
+// root's egress can carry their sum. Only their proportions matter: they
+// deal the pieces (a shortage of ingress slows every star alike). It
+// returns the trees and their rates, the fastest first; none when n < 3.
 func starPacking(m *Model, f *Fabric, root int, withRoot bool) ([]BcastTree, []float64) {
 	n := f.Size()
 	if n < 3 {
@@ -99,22 +100,11 @@ func starPacking(m *Model, f *Fabric, root int, withRoot bool) ([]BcastTree, []f
 			stars = append(stars, star{root, w})
 		}
 	}
-	total := 0.0
-	for _, s := range stars {
-		total += s.rate
-	}
-	in := math.Inf(1)
-	for u := 0; u < n; u++ {
-		if u != root {
-			in = min(in, f.In(u))
-		}
-	}
-	scale := min(1, in/total)
 	sort.SliceStable(stars, func(a, b int) bool { return stars[a].rate > stars[b].rate })
 	var trees []BcastTree
 	var rates []float64
 	for _, s := range stars {
-		if s.rate*scale <= 0 {
+		if s.rate <= 0 {
 			continue
 		}
 		t := BcastTree{Parent: make([]int, n), Children: make([][]int, n)}
@@ -131,7 +121,7 @@ func starPacking(m *Model, f *Fabric, root int, withRoot bool) ([]BcastTree, []f
 			t.Children[p] = append(t.Children[p], u)
 		}
 		trees = append(trees, t)
-		rates = append(rates, s.rate*scale)
+		rates = append(rates, s.rate)
 	}
 	return trees, rates
 }
@@ -224,15 +214,22 @@ func predictPacked(m *Model, f *Fabric, p *BcastPlan) float64 {
 	for r := range flows {
 		flows[r] = map[int]bool{}
 	}
+	// Each tree's bytes and pieces cross every one of its edges.
+	bytes, pieces := make([]float64, p.Trees()), make([]int, p.Trees())
 	for i := 0; i < max(p.Chunks, 1); i++ {
-		size := float64(min(p.Chunk, p.Bytes-int64(i)*p.Chunk))
-		children := p.treeAt(p.treeOf(i)).Children
+		t := p.treeOf(i)
+		bytes[t] += float64(min(p.Chunk, p.Bytes-int64(i)*p.Chunk))
+		pieces[t]++
+	}
+	for t := range bytes {
+		children := p.treeAt(t).Children
 		for u := 0; u < n; u++ {
 			for _, c := range children[u] {
+				size := bytes[t]
 				out[u] += size
 				in[c] += size
 				pair[[2]int{u, c}] += size
-				pieceCount[[2]int{u, c}]++
+				pieceCount[[2]int{u, c}] += pieces[t]
 				flows[u][c] = true
 				for s := range f.Segments {
 					switch {
