@@ -14,9 +14,11 @@ import (
 // Small helpers that mirror unexported ones of package transport, so that
 // this link behaves like the built-in ones.
 
-// maxConcurrentHandshakes bounds the handshakes a listener runs at once,
-// as transport's stream listeners do.
-const maxConcurrentHandshakes = 64
+// maxConcurrentHandshakes bounds the connections a listener
+// authenticates at once, as transport's stream listeners do (a goroutine
+// each). A connection that says nothing is dropped after
+// Config.PreAuthTimeout, so idle ones delay a rank by that at most.
+const maxConcurrentHandshakes = 4096
 
 // classify maps an error of quic-go or of a stream to transport's error
 // vocabulary (transport.ClassifyError).

@@ -82,7 +82,12 @@ func (network) Listen(addr string, cfg transport.Config) (transport.Listener, er
 		return fail(err)
 	}
 	tr := &quicgo.Transport{Conn: udp}
-	ln, err := tr.Listen(tc, goConfig(&c))
+	// The dialer must finish QUIC's own handshake (TLS included) and open
+	// its first stream within PreAuthTimeout, as over TLS on TCP: a
+	// connection that stays idle does not hold the listener longer.
+	qc := goConfig(&c)
+	qc.HandshakeIdleTimeout = c.PreAuthTimeout
+	ln, err := tr.Listen(tc, qc)
 	if err != nil {
 		_ = tr.Close()
 		_ = udp.Close()
@@ -179,9 +184,19 @@ func (l *listener) handshake(conn *quicgo.Conn) (transport.Link, error) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.HandshakeTimeout)
 	defer cancel()
 	remote := conn.RemoteAddr()
-	st, err := conn.AcceptStream(ctx)
+	// The dialer opens its stream and speaks at once (quic-go shows a
+	// stream when its first bytes arrive): one that says nothing for
+	// PreAuthTimeout is dropped.
+	first, cancelFirst := context.WithTimeout(ctx, l.cfg.PreAuthTimeout)
+	st, err := conn.AcceptStream(first)
+	cancelFirst()
 	if err != nil {
-		return nil, &transport.AuthError{Role: "listener", Remote: remote, Rank: transport.AnyRank, Err: timeoutErr(ctx, err)}
+		if ctx.Err() == nil && errors.Is(first.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: the peer said nothing for %v (PreAuthTimeout)", context.DeadlineExceeded, l.cfg.PreAuthTimeout)
+		} else {
+			err = timeoutErr(ctx, err)
+		}
+		return nil, &transport.AuthError{Role: "listener", Remote: remote, Rank: transport.AnyRank, Err: err}
 	}
 	cs := conn.ConnectionState().TLS
 	peer, err := transport.ListenHandshake(ctx, st, st.SetDeadline, l.cfg, &cs, remote)
