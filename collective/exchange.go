@@ -60,7 +60,12 @@ type exchangeInstance struct {
 	n      int
 	bytes  [][]int64
 	cost   [][]float64 // cost[i][j] of the message i->j; 0 when there is none
+	flat   []float64   // the rows of cost, one after the other: flat[i*n+j]
 	events int         // number of messages
+	// lowerBound is t_lb, summed as [exchangeLowerBound] sums it (in
+	// order of the peer's rank, the pairs without a message adding 0), so
+	// that it is the same to the last bit.
+	lowerBound float64
 }
 
 func newExchangeInstance(m *Model, x *Exchange) (*exchangeInstance, error) {
@@ -80,9 +85,9 @@ func newExchangeInstance(m *Model, x *Exchange) (*exchangeInstance, error) {
 	if err := x.Validate(n); err != nil {
 		return nil, err
 	}
-	in := &exchangeInstance{n: n, bytes: x.Bytes, cost: make([][]float64, n)}
+	in := &exchangeInstance{n: n, bytes: x.Bytes, cost: make([][]float64, n), flat: make([]float64, n*n)}
 	for i := 0; i < n; i++ {
-		in.cost[i] = make([]float64, n)
+		in.cost[i] = in.flat[i*n : (i+1)*n : (i+1)*n]
 		for j := 0; j < n; j++ {
 			if !in.isMsg(i, j) {
 				continue
@@ -94,6 +99,18 @@ func newExchangeInstance(m *Model, x *Exchange) (*exchangeInstance, error) {
 			in.cost[i][j] = c
 			in.events++
 		}
+	}
+	rcv := make([]float64, n)
+	for i := 0; i < n; i++ {
+		snd := 0.0
+		for j, c := range in.cost[i] {
+			snd += c
+			rcv[j] += c
+		}
+		in.lowerBound = math.Max(in.lowerBound, snd)
+	}
+	for _, r := range rcv {
+		in.lowerBound = math.Max(in.lowerBound, r)
 	}
 	return in, nil
 }
@@ -115,7 +132,7 @@ func (in *exchangeInstance) plan(algo Algorithm) (*Plan, error) {
 	case Greedy:
 		send, recv = in.greedy()
 	case OpenShop:
-		send, recv = in.openShop()
+		return in.openShopPlan(), nil
 	default:
 		return nil, fmt.Errorf("collective: %q is not a total-exchange planner", algo)
 	}
@@ -173,7 +190,7 @@ func (in *exchangeInstance) buildPlan(algo Algorithm, send, recv [][]int) (*Plan
 		return nil, fmt.Errorf("collective: internal error: %s: %w", algo, err)
 	}
 	p.Predicted = mk
-	p.LowerBound = exchangeLowerBound(n, p.Transfers, costs)
+	p.LowerBound = in.lowerBound
 	return p, nil
 }
 

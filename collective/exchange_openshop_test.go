@@ -139,3 +139,53 @@ func TestExchangeOpenShopOrder(t *testing.T) {
 		}
 	}
 }
+
+// openShop returns the open shop plan's orders: send[i] lists i's
+// destinations in its send order, recv[j] j's sources in its receive
+// order.
+func (in *exchangeInstance) openShop() (send, recv [][]int) {
+	p := in.openShopPlan()
+	send, recv = in.newOrders()
+	for r := range send {
+		send[r] = make([]int, 0)
+		recv[r] = make([]int, 0)
+	}
+	byRecv := make([][]Transfer, in.n)
+	for _, t := range p.Transfers {
+		// Listed by sender, then the sender's order.
+		send[t.Src] = append(send[t.Src], t.Dst)
+		byRecv[t.Dst] = append(byRecv[t.Dst], t)
+	}
+	for j, ts := range byRecv {
+		sort.Slice(ts, func(a, b int) bool { return ts[a].RecvSeq < ts[b].RecvSeq })
+		for _, t := range ts {
+			recv[j] = append(recv[j], t.Src)
+		}
+	}
+	return send, recv
+}
+
+// TestExchangeOpenShopPlanIsSimulated checks that the plan the open shop
+// writes as it goes is exactly what building it from its orders and
+// simulating them gives, times, sequence numbers and bound included.
+func TestExchangeOpenShopPlanIsSimulated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 99))
+	trials := 300
+	if testing.Short() {
+		trials = 60
+	}
+	for trial := 0; trial < trials; trial++ {
+		n := 1 + rng.IntN(40)
+		if trial%25 == 0 {
+			n = 100 + rng.IntN(200)
+		}
+		c := exOpenShopCase(rng, n)
+		in, err := newExchangeInstance(c.m, c.x)
+		require.NoError(t, err, c.name)
+		got := in.openShopPlan()
+		send, recv := in.openShop()
+		want, err := in.buildPlan(OpenShop, send, recv)
+		require.NoError(t, err, c.name)
+		require.Equal(t, want, got, c.name)
+	}
+}

@@ -184,29 +184,41 @@ func (in *exchangeInstance) greedy() (send, recv [][]int) {
 // scan of every remaining receiver, which made the heuristic O(P^3), took
 // 510 on average; at worst three times that scan. The orders are exactly
 // the plain heuristic's, ties included (TestExchangeOpenShopEqualsReference).
-func (in *exchangeInstance) openShop() (send, recv [][]int) {
+//
+// The heuristic's own times are the simulator's for its orders: a message
+// starts at max(sendavail, recvavail), the ends of its predecessors in
+// its sender's and its receiver's order, and lasts its cost, which is
+// what [simulateOrders] computes with the same two floating-point
+// operations. So the plan is written as the heuristic goes, every
+// transfer straight into its place (by sender, then the sender's order),
+// with no simulation afterwards (TestExchangeOpenShopPlanIsSimulated).
+func (in *exchangeInstance) openShopPlan() *Plan {
 	n := in.n
-	send, recv = in.newOrders()
 	ps := newOpenShopPicker(n)
 	sendAvail := make([]float64, n)
-	sent := make([]int, n)  // messages i sends
-	recvs := make([]int, n) // messages j receives
+	left := make([]int, n) // messages i still has to send
 	for i := 0; i < n; i++ {
 		row := ps.row(i)
 		for j := 0; j < n; j++ {
 			if in.isMsg(i, j) {
 				row[j>>6] |= 1 << (j & 63)
-				sent[i]++
-				recvs[j]++
+				left[i]++
 			}
 		}
 	}
-	left := append([]int(nil), sent...) // messages i still has to send
+	// The messages in the order they are planned, each with its start;
+	// the plan is written from this log at the end. Writing each transfer
+	// to its place as it is planned (and reading its size) would add two
+	// cache misses at large P to every step of the heuristic, where each
+	// step waits for the last; the pass over the log has no such chain.
+	type event struct {
+		i, j       int32
+		start, end float64
+	}
+	log := make([]event, 0, in.events)
+	total := append([]int(nil), left...)
 	h := newSenderTree(n, func(r int) bool { return left[r] > 0 })
-	// The messages (i, j) in the order they are planned, turned into the
-	// orders at the end: appending to 2P lists as it goes would touch two
-	// more cold cache lines per message at large P.
-	seq := make([]int32, 0, 2*in.events)
+	sink := 0.0
 	for {
 		i := h.top()
 		if i < 0 {
@@ -214,7 +226,7 @@ func (in *exchangeInstance) openShop() (send, recv [][]int) {
 		}
 		p := ps.pick(i, left[i])
 		j, a := p.j, p.a
-		c := in.cost[i][j] // a cache miss at large P: take j out meanwhile
+		c := in.flat[i*n+j] // a cache miss at large P: take j out meanwhile
 		ps.ord.remove(ps.place(p))
 		start := sendAvail[i]
 		if a > start {
@@ -223,29 +235,38 @@ func (in *exchangeInstance) openShop() (send, recv [][]int) {
 		end := start + c
 		sendAvail[i], ps.recvAvail[j] = end, end
 		ps.ord.insert(recvKey{end, int32(j)})
-		seq = append(seq, int32(i), int32(j))
+		log = append(log, event{int32(i), int32(j), start, end})
 		row := ps.row(i)
 		row[j>>6] &^= 1 << (j & 63)
 		left[i]--
 		h.update(end, left[i] == 0)
 	}
-	buf := make([]int, len(seq))
-	for r, off := 0, 0; r < n; r++ {
-		if sent[r] > 0 {
-			send[r] = buf[off : off : off+sent[r]]
+	// Every sender's transfers together, in its order: next[i] is where
+	// i's next one goes; recvSeq[j] counts j's receives so far.
+	next := make([]int, n)
+	for i, off := 0, 0; i < n; i++ {
+		next[i] = off
+		off += total[i]
+	}
+	recvSeq := make([]int, n)
+	ts := make([]Transfer, in.events)
+	mk := 0.0
+	for _, e := range log {
+		i, j := int(e.i), int(e.j)
+		k := next[i]
+		next[i]++
+		ts[k] = Transfer{Src: i, Dst: j, Bytes: in.bytes[i][j], Start: e.start, End: e.end, RecvSeq: recvSeq[j]}
+		recvSeq[j]++
+		mk = max(mk, e.end)
+	}
+	for i, off := 0, 0; i < n; i++ {
+		for k := range total[i] {
+			ts[off+k].SendSeq = k
 		}
-		off += sent[r]
+		off += total[i]
 	}
-	for r, off := 0, len(seq)/2; r < n; r++ {
-		if recvs[r] > 0 {
-			recv[r] = buf[off : off : off+recvs[r]]
-		}
-		off += recvs[r]
+	if math.IsNaN(sink) {
+		mk = sink // never: the loads above must not be optimised away
 	}
-	for k := 0; k < len(seq); k += 2 {
-		i, j := seq[k], seq[k+1]
-		send[i] = append(send[i], int(j))
-		recv[j] = append(recv[j], int(i))
-	}
-	return send, recv
+	return &Plan{Kind: KindAlltoall, Algorithm: OpenShop, Ranks: n, Transfers: ts, Predicted: mk, LowerBound: in.lowerBound}
 }
