@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/hetcomm/hetcomm/bench"
+	"github.com/hetcomm/hetcomm/bench/chaos"
 	"github.com/hetcomm/hetcomm/bench/live"
 	"github.com/hetcomm/hetcomm/bench/sim"
 )
@@ -21,6 +22,7 @@ var commands = []struct {
 	{"live", "run collectives on live ranks (and the system's MPI) and report timings", live.LiveCommand},
 	{"probe", "measure every link of N ranks and print (or write) the cost model", live.ProbeCommand},
 	{"synthetic", "the multi-network paper's synthetic benchmark over each rail, mux, agg and muxagg", live.SyntheticCommand},
+	{"chaos", "kill, stop, spoof, flood and misuse jobs, trial after trial, and tabulate what happened", chaos.Command},
 }
 
 // hidden commands, started by other commands.
@@ -28,6 +30,7 @@ var hidden = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"live-rank":      live.LiveRankCommand,
 	"probe-rank":     live.ProbeRankCommand,
 	"synthetic-rank": live.SyntheticRankCommand,
+	"chaos-rank":     chaos.RankCommand,
 }
 
 func usage(w io.Writer) {
