@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"math"
+	"slices"
 )
 
 // Models derived from a model: the part of a group, the multicast view of
@@ -234,4 +235,35 @@ func remap(a [][]float64, n int, at func(i, j int) float64) [][]float64 {
 		}
 	}
 	return out
+}
+
+// Clone returns a deep copy of m: changing either leaves the other as it
+// was.
+func (m *Model) Clone() *Model {
+	c := &Model{
+		Latency:      cloneMatrix(m.Latency),
+		Bandwidth:    cloneMatrix(m.Bandwidth),
+		PerByte:      cloneMatrix(m.PerByte),
+		SendOverhead: slices.Clone(m.SendOverhead),
+		RecvOverhead: slices.Clone(m.RecvOverhead),
+	}
+	for _, r := range m.Rails {
+		c.Rails = append(c.Rails, Rail{Name: r.Name, Latency: cloneMatrix(r.Latency), Bandwidth: cloneMatrix(r.Bandwidth)})
+	}
+	for _, s := range m.Segments {
+		s.A, s.B = slices.Clone(s.A), slices.Clone(s.B)
+		c.Segments = append(c.Segments, s)
+	}
+	return c
+}
+
+func cloneMatrix(a [][]float64) [][]float64 {
+	if a == nil {
+		return nil
+	}
+	c := make([][]float64, len(a))
+	for i, row := range a {
+		c[i] = slices.Clone(row)
+	}
+	return c
 }

@@ -161,3 +161,27 @@ func TestRedistributionCostsFrom(t *testing.T) {
 	require.Equal(t, 10.0, noLat.Rate)
 	require.Equal(t, 100e-6, noLat.Setup)
 }
+
+func TestModelClone(t *testing.T) {
+	m := NewUniformModel(3, 1e-3, 1e6)
+	m.PerByte = Matrix(3, 1e-6)
+	m.SendOverhead = []Overhead{{Const: 1}, {Const: 2}, {Const: 3}}
+	m.Rails = []Rail{{Name: "r0", Latency: Matrix(3, 1e-3), Bandwidth: Matrix(3, 2e6)}}
+	m.Segments = []Segment{{Name: "bb", A: []int{0}, B: []int{1, 2}, AB: 5e5, BA: 5e5}}
+	c := m.Clone()
+	require.Equal(t, m, c)
+	require.Equal(t, m.Digest(), c.Digest())
+	// Nothing is shared: changing the copy leaves the original alone.
+	c.Latency[0][1], c.Bandwidth[0][1], c.PerByte[0][1] = 9, 9, 9
+	c.SendOverhead[0].Const = 9
+	c.Rails[0].Bandwidth[0][1] = 9
+	c.Segments[0].A[0], c.Segments[0].AB = 2, 9
+	require.Equal(t, 1e-3, m.Latency[0][1])
+	require.Equal(t, 1e6, m.Bandwidth[0][1])
+	require.Equal(t, 1e-6, m.PerByte[0][1])
+	require.Equal(t, 1.0, m.SendOverhead[0].Const)
+	require.Equal(t, 2e6, m.Rails[0].Bandwidth[0][1])
+	require.Equal(t, 0, m.Segments[0].A[0])
+	require.Equal(t, 5e5, m.Segments[0].AB)
+	require.Nil(t, (&Model{}).Clone().Latency)
+}

@@ -3,6 +3,7 @@ package comm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hetcomm/hetcomm/bootstrap"
+	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/internal/commtest"
 	"github.com/stretchr/testify/require"
 )
@@ -104,4 +106,32 @@ func TestEmulateTopology(t *testing.T) {
 
 	w := newWorld(&bootstrap.Bootstrap{Size: 2, Emulate: topo}, Config{})
 	require.ErrorContains(t, w.emulate(), "describes 3 ranks, the world has 2")
+}
+
+// The ranks of one process read a model file once; each gets its own
+// copy, and a file that changed is read again.
+func TestLoadModelOnce(t *testing.T) {
+	m := collective.NewUniformModel(2, 1e-3, 1e6)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	path := writeFile(t, "model.json", string(b))
+	a, err := LoadModel(path)
+	require.NoError(t, err)
+	a.Bandwidth[0][1] = 1 // a rank changing its copy...
+	c, err := LoadModel(path)
+	require.NoError(t, err)
+	require.Equal(t, 1e6, c.Bandwidth[0][1]) // ...changes no other rank's
+	require.NotSame(t, a, c)
+
+	m.Bandwidth[0][1] = 2e6
+	b, err = json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, append(b, ' ', ' '), 0o644)) // another size, whatever the clock
+	c, err = LoadModel(path)
+	require.NoError(t, err)
+	require.Equal(t, 2e6, c.Bandwidth[0][1])
+
+	require.NoError(t, os.WriteFile(path, []byte("{not json"), 0o644))
+	_, err = LoadModel(path)
+	require.ErrorContains(t, err, path)
 }

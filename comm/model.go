@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hetcomm/hetcomm/collective"
@@ -361,6 +362,10 @@ func (p probePort) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 // LoadModel reads a cost-model JSON file (the format of `hetbench probe
 // -out`: latency and bandwidth matrices, row = sender) and validates it.
 func LoadModel(path string) (*collective.Model, error) {
+	return loadOnce(path, "model", loadModel)
+}
+
+func loadModel(path string) (*collective.Model, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("comm: model: %w", err)
@@ -383,13 +388,17 @@ func LoadModel(path string) (*collective.Model, error) {
 // pair of hosts, in the file's order (what one TCP flow would get with
 // nothing else running; shared backbones are not emulated).
 func LoadEmulation(path string) (*collective.Model, error) {
+	return loadOnce(path, "emulation", loadEmulation)
+}
+
+func loadEmulation(path string) (*collective.Model, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("comm: emulation: %w", err)
 	}
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(b, &keys) != nil || keys["hosts"] == nil {
-		return LoadModel(path)
+		return loadModel(path)
 	}
 	t, err := netlab.ParseBytes(b)
 	if err != nil {
@@ -435,4 +444,47 @@ func (w *world) emulate() error {
 		w.links[p] = shaped
 	}
 	return nil
+}
+
+// loaded keeps the models read from files, by what was read and how, so
+// that the ranks of one process (an in-process world of hundreds) parse a
+// file once rather than once each: 256 ranks parsing a 256-rank model
+// twice each took most of the start-up's 20 s.
+var loaded struct {
+	sync.Mutex
+	m map[loadKey]*collective.Model
+}
+
+type loadKey struct {
+	how, path string
+	size      int64
+	mod       time.Time
+}
+
+// loadOnce returns a copy of what load(path) returns, reading the file
+// only when it is new or has changed since (size or modification time).
+// Errors are not kept.
+func loadOnce(path, how string, load func(string) (*collective.Model, error)) (*collective.Model, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return load(path) // the loader names the problem
+	}
+	k := loadKey{how, path, st.Size(), st.ModTime()}
+	loaded.Lock()
+	defer loaded.Unlock()
+	if m, ok := loaded.m[k]; ok {
+		return m.Clone(), nil
+	}
+	m, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	if loaded.m == nil {
+		loaded.m = map[loadKey]*collective.Model{}
+	}
+	if len(loaded.m) >= 16 {
+		clear(loaded.m)
+	}
+	loaded.m[k] = m
+	return m.Clone(), nil
 }
