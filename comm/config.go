@@ -81,14 +81,21 @@ type Config struct {
 	// most 0.5.
 	RefreshShare float64
 
-	// Heartbeat is the interval of liveness probes on idle links. 0 means
-	// 1 s; negative disables heartbeats and silence detection.
+	// Heartbeat is the interval of liveness probes: a heartbeat on every
+	// link idle for this long, and a pulse (an authenticated datagram on
+	// a socket of its own, which no payload delays) to every peer at
+	// least this often. 0 means 1 s; negative disables heartbeats, pulses
+	// and silence detection.
 	Heartbeat time.Duration
-	// FailAfter declares a peer failed when nothing arrived from it for
-	// this long, or, in the middle of a large message from it, when no
-	// byte of that message arrived for 4 times this long (a congested TCP
-	// flow may stall that long while its heartbeats wait behind it). 0
-	// means 5 s.
+	// FailAfter declares a peer failed when nothing of its own arrived
+	// from it for this long: no message, heartbeat or pulse, no byte of a
+	// message under way. A stopped or hung peer is so failed, on every
+	// transport and whatever its links were doing, FailAfter to FailAfter
+	// + Heartbeat/4 after it went silent (5-5.25 s by default): a live
+	// peer is still heard through its pulses while its messages wait on
+	// a congested link. Where no pulse ever arrived from a peer (UDP
+	// filtered between them), a message under way from it may go without
+	// a byte for 4 times FailAfter. 0 means 5 s. See docs/liveness.md.
 	FailAfter time.Duration
 	// OpTimeout bounds every blocking operation whose context has no
 	// deadline of its own: a collective that some rank never joins fails

@@ -13,6 +13,7 @@ import (
 	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/internal/commtest"
+	"github.com/hetcomm/hetcomm/transport"
 )
 
 // kill makes a rank vanish without a goodbye, as a crashed process would.
@@ -79,6 +80,122 @@ func TestSilentPeerDetected(t *testing.T) {
 	require.ErrorIs(t, err, ErrRankFailed)
 	require.ErrorContains(t, err, "silent")
 	require.Less(t, time.Since(start), 3*time.Second)
+}
+
+// progressLink is a link that counts payload bytes (transport.Progress);
+// plainLink one that does not (mem). Only their Progress is used.
+type progressLink struct {
+	transport.Link
+	n uint64
+}
+
+func (l *progressLink) Progress() uint64 { return l.n }
+
+type plainLink struct{ transport.Link }
+
+// TestSilentRule: the rule of silence, with time as an argument. A peer
+// is silent after FailAfter without a message, heartbeat, pulse or byte;
+// in the middle of a message from a peer no pulse ever came from, after
+// stallFactor times that; never while a message under way on a link
+// that cannot count its bytes.
+func TestSilentRule(t *testing.T) {
+	const fa = 5 * time.Second
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name          string
+		busy, pulses  bool
+		counts, moved bool
+		quiet         time.Duration
+		want          time.Duration
+	}{
+		{name: "idle, heard recently", counts: true, quiet: fa - time.Second},
+		{name: "idle, silent", counts: true, quiet: fa + time.Second, want: fa},
+		{name: "idle mem, silent", quiet: fa + time.Second, want: fa},
+		{name: "mid-message, bytes arrive", busy: true, pulses: true, counts: true, moved: true, quiet: time.Hour},
+		{name: "mid-message, stalled, pulses heard before", busy: true, pulses: true, counts: true, quiet: fa + time.Second, want: fa},
+		{name: "mid-message, stalled, pulses heard recently", busy: true, pulses: true, counts: true, quiet: fa - time.Second},
+		{name: "mid-message, stalled, no pulses ever", busy: true, counts: true, quiet: fa + time.Second},
+		{name: "mid-message, stalled long, no pulses ever", busy: true, counts: true, quiet: stallFactor*fa + time.Second, want: stallFactor * fa},
+		{name: "mid-message on mem", busy: true, pulses: true, quiet: time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(&bootstrap.Bootstrap{Rank: 0, Size: 2}, Config{FailAfter: fa, Heartbeat: time.Second})
+			var l transport.Link = plainLink{}
+			if tc.counts {
+				pl := &progressLink{n: 100}
+				if tc.moved {
+					pl.n = 200
+				}
+				w.lastProgress[1] = 100
+				l = pl
+			}
+			w.lastRecv[1].Store(t0.UnixNano())
+			if tc.busy {
+				w.busySince[1].Store(t0.UnixNano())
+			}
+			w.pulseSeen[1].Store(tc.pulses)
+			now := t0.Add(tc.quiet)
+			require.Equal(t, tc.want, w.silent(1, l, now))
+			if tc.moved {
+				require.Equal(t, now.UnixNano(), w.lastRecv[1].Load(), "bytes count as life")
+			}
+		})
+	}
+}
+
+// TestStalledPeerFailsAfterFailAfter: rank 0 is in the middle of a
+// message from rank 1 (over tcp, whose bytes are counted) that stopped
+// coming, and rank 1 went silent (its heartbeats and pulses stopped, as
+// a stopped process's do; its kernel still holds the link open). As
+// pulses from rank 1 reached rank 0 before, FailAfter of silence fails
+// it, not stallFactor times that.
+func TestStalledPeerFailsAfterFailAfter(t *testing.T) {
+	comms := startWorld(t, 2, "tcp", func(c *Config) {
+		c.Heartbeat = 50 * time.Millisecond
+		c.FailAfter = 500 * time.Millisecond
+	})
+	w0, w1 := comms[0].w, comms[1].w
+	require.NotNil(t, w0.pulses, "tcp links have pulses")
+	require.Eventually(t, w0.pulseSeen[1].Load, 30*time.Second, 5*time.Millisecond, "a pulse from rank 1")
+	close(w1.quit) // rank 1 hangs: no heartbeat, no pulse
+	// A payload from rank 1 began and no more of it comes.
+	w0.busySince[1].Store(time.Now().UnixNano())
+	_, _, err := comms[0].Recv(context.Background(), 1, 0)
+	require.ErrorIs(t, err, ErrRankFailed)
+	var re *RankError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, 1, re.Rank)
+	require.ErrorContains(t, err, "silent for more than 500ms", "the FailAfter rule, not the stalled-message one")
+	require.Positive(t, w0.pulses.Accepted())
+}
+
+// TestStalledLivePeerStaysAlive: rank 0 waits in the middle of a message
+// from rank 1 that makes no progress (a congested flow in
+// retransmission back-off), for longer than FailAfter; rank 1 lives, so
+// its pulses keep it alive.
+func TestStalledLivePeerStaysAlive(t *testing.T) {
+	comms := startWorld(t, 2, "tcp", func(c *Config) {
+		c.Heartbeat = 200 * time.Millisecond
+		c.FailAfter = 2 * time.Second
+	})
+	w0, w1 := comms[0].w, comms[1].w
+	require.Eventually(t, w0.pulseSeen[1].Load, 30*time.Second, 5*time.Millisecond, "a pulse from rank 1")
+	// Rank 1's heartbeats on the link wait behind its message: it sends
+	// none (it sent last in the far future), only pulses.
+	w1.lastSend[0].Store(time.Now().Add(time.Hour).UnixNano())
+	time.Sleep(w0.cfg.Heartbeat) // a heartbeat already on its way lands
+	w0.busySince[1].Store(time.Now().UnixNano())
+	before := w0.pulses.Accepted()
+	time.Sleep(2 * w0.cfg.FailAfter)
+	w0.mu.Lock()
+	why := w0.failed[1]
+	w0.mu.Unlock()
+	require.NoError(t, why, "rank 1 lives")
+	require.NotZero(t, w0.busySince[1].Load(), "nothing came over the link")
+	require.Greater(t, w0.pulses.Accepted(), before)
+	w0.busySince[1].Store(0)
+	ctx := context.Background()
+	commtest.OnAll(t, comms, func(c *Comm) error { return c.Barrier(ctx) })
 }
 
 func TestWrongSecret(t *testing.T) {

@@ -6,8 +6,11 @@ package comm
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetcomm/hetcomm/transport"
@@ -19,6 +22,11 @@ type control struct {
 	Rank   int    `msgpack:"rank,omitempty"`
 	Comm   uint32 `msgpack:"comm,omitempty"`
 	Reason string `msgpack:"reason,omitempty"`
+	// Port and Nonce ("pulse"): where the sender receives pulses, on
+	// the IP address its link to the receiver has, and the nonce they
+	// must carry (transport.Pulses).
+	Port  int    `msgpack:"port,omitempty"`
+	Nonce []byte `msgpack:"nonce,omitempty"`
 }
 
 func (w *world) protocolError(peer int, msg string) {
@@ -48,6 +56,8 @@ func (w *world) onControl(peer int, c control) {
 		case c.Rank >= 0 && c.Rank < w.size && c.Rank != w.rank:
 			w.markFailed(c.Rank, &failure{msg: fmt.Sprintf("reported failed by rank %d: %s", peer, c.Reason)}, false)
 		}
+	case "pulse":
+		w.setPulsePeer(peer, c)
 	case "abort", "concurrent":
 		cause := ErrMismatch
 		if c.Kind == "concurrent" {
@@ -219,77 +229,191 @@ func (w *world) commOfCtx(ctxID uint32) *Comm {
 	return nil
 }
 
-// heartbeatLoop keeps idle links alive and declares silent peers failed.
+// Failure detection (docs/liveness.md). A peer is failed when nothing
+// of its own reached this rank for FailAfter: no message, no heartbeat,
+// no byte of a message under way and no pulse. Pulses are small
+// authenticated datagrams on a socket of their own (transport.Pulses),
+// which nothing queues in front of: a live peer is heard every
+// Heartbeat/pulsesPerHeartbeat to Heartbeat even while its link is
+// stalled behind a large message on a congested TCP flow, and a stopped
+// or hung one (whose kernel may still acknowledge and deliver what its
+// sockets hold) is not heard at all. Where no pulse ever arrived from a
+// peer (UDP filtered between them; mem links), a message under way from
+// it may go without a byte for stallFactor times FailAfter, as a
+// congested TCP flow whose retransmission timeouts double (1, 2, 4 s...)
+// can, while its sender's heartbeats wait behind it on the same stream.
+
+// pulsesPerHeartbeat: the heartbeat loop ticks this often per Heartbeat.
+// At every tick it checks for silent peers, and sends a pulse to the
+// peers that it is sending to or has recently sent a large message to
+// (whose link may be stalled); at every Heartbeat to every peer.
+const pulsesPerHeartbeat = 4
+
+// bulkSend is the payload from which a send makes its peer's pulses
+// frequent for a while (stallFactor x FailAfter after it ended).
+const bulkSend = 64 << 10
+
+// stallFactor: where no pulse arrives from a peer, a large message from
+// it under way may go without a byte this many times FailAfter before
+// its sender counts as silent (20 s by default).
+const stallFactor = 4
+
+// pulseSecret derives the pulses' secret from the job secret (which may
+// be shorter than transport.MinSecretLen).
+func pulseSecret(secret []byte) []byte {
+	sum := sha256.Sum256(append([]byte("hetcomm pulse secret\x00"), secret...))
+	return sum[:]
+}
+
+// startPulses opens the pulse socket, on the IP address of this rank's
+// links if they all have the same one, else on every address; on mem
+// links (no IP address) there are none. Start calls it before the read
+// loops, which hand the peers' "pulse" messages to setPulsePeer.
+func (w *world) startPulses() {
+	if w.kind == transport.KindMem {
+		return
+	}
+	var ip net.IP
+	for _, l := range w.links {
+		if l == nil {
+			continue
+		}
+		a := transport.AddrIP(l.LocalAddr())
+		if a == nil {
+			return
+		}
+		if ip != nil && !ip.Equal(a) {
+			ip = net.IPv6unspecified
+		} else if ip == nil {
+			ip = a
+		}
+	}
+	if ip == nil {
+		return
+	}
+	bind := net.JoinHostPort(ip.String(), "0")
+	if ip.IsUnspecified() {
+		bind = ":0"
+	}
+	p, err := transport.ListenPulses(bind, transport.PulseConfig{JobID: w.job, Rank: w.rank, Size: w.size,
+		Secret: pulseSecret(w.boot.Secret), OnPulse: w.onPulse})
+	if err != nil {
+		w.log.Warn("comm: no pulses; a peer in the middle of a large message gets longer to be declared silent",
+			"err", err, "limit", stallFactor*w.cfg.FailAfter)
+		return
+	}
+	w.pulses = p
+}
+
+// tellPulseAddr tells every peer where this rank's pulses go.
+func (w *world) tellPulseAddr() {
+	if w.pulses == nil {
+		return
+	}
+	msg := control{Kind: "pulse", Port: w.pulses.Addr().Port, Nonce: w.pulses.Nonce()}
+	w.tell(identity(w.size), msg)
+}
+
+// setPulsePeer takes a peer's "pulse" message: its pulses go to the
+// port it names on the IP address this rank's link to it reaches.
+func (w *world) setPulsePeer(peer int, c control) {
+	if w.pulses == nil {
+		return
+	}
+	ip := transport.AddrIP(w.links[peer].RemoteAddr())
+	if ip == nil || ip.IsUnspecified() || c.Port <= 0 || c.Port > 65535 {
+		w.log.Warn("comm: cannot send pulses to a peer", "peer", peer, "addr", w.links[peer].RemoteAddr(), "port", c.Port)
+		return
+	}
+	if err := w.pulses.SetPeer(peer, &net.UDPAddr{IP: ip, Port: c.Port}, c.Nonce); err != nil {
+		w.log.Warn("comm: cannot send pulses to a peer", "peer", peer, "err", err)
+	}
+}
+
+// onPulse is the pulse socket's report of a valid pulse from src.
+func (w *world) onPulse(src int) {
+	w.pulseSeen[src].Store(true)
+	heard(&w.lastRecv[src], time.Now().UnixNano())
+}
+
+// heard moves *last forward to t (unix nanos), never back.
+func heard(last *atomic.Int64, t int64) {
+	for {
+		old := last.Load()
+		if t <= old || last.CompareAndSwap(old, t) {
+			return
+		}
+	}
+}
+
+// heartbeatLoop keeps idle links alive, sends pulses and declares silent
+// peers failed.
 func (w *world) heartbeatLoop() {
 	defer w.wg.Done()
-	t := time.NewTicker(w.cfg.Heartbeat)
+	t := time.NewTicker(w.cfg.Heartbeat / pulsesPerHeartbeat)
 	defer t.Stop()
-	for {
+	for tick := 0; ; tick++ {
+		var now time.Time
 		select {
 		case <-w.quit:
 			return
-		case now := <-t.C:
-			for p, l := range w.links {
-				if l == nil || w.isFailed(p) {
-					continue
-				}
-				if now.UnixNano()-w.lastSend[p].Load() >= int64(w.cfg.Heartbeat) {
-					w.wg.Add(1)
-					go func(p int, l transport.Link) {
-						defer w.wg.Done()
-						ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Heartbeat)
-						defer cancel()
-						if l.Send(ctx, transport.Header{Type: transport.MsgHeartbeat}, nil) == nil {
-							w.lastSend[p].Store(time.Now().UnixNano())
-						}
-					}(p, l)
-				}
-				if limit := w.silent(p, l, now); limit > 0 {
-					w.markFailed(p, &failure{msg: fmt.Sprintf("silent for more than %v", limit)}, true)
-				}
+		case now = <-t.C:
+		}
+		full := tick%pulsesPerHeartbeat == 0
+		for p, l := range w.links {
+			if l == nil || w.isFailed(p) {
+				continue
+			}
+			if full && now.UnixNano()-w.lastSend[p].Load() >= int64(w.cfg.Heartbeat) {
+				w.wg.Add(1)
+				go func(p int, l transport.Link) {
+					defer w.wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Heartbeat)
+					defer cancel()
+					if l.Send(ctx, transport.Header{Type: transport.MsgHeartbeat}, nil) == nil {
+						w.lastSend[p].Store(time.Now().UnixNano())
+					}
+				}(p, l)
+			}
+			if w.pulses != nil && (full || w.sending[p].Load() > 0 ||
+				now.UnixNano()-w.lastBulk[p].Load() < int64(stallFactor*w.cfg.FailAfter)) {
+				_ = w.pulses.Send(p) // a lost pulse is followed by the next
+			}
+			if limit := w.silent(p, l, now); limit > 0 {
+				w.markFailed(p, &failure{msg: fmt.Sprintf("silent for more than %v", limit)}, true)
 			}
 		}
 	}
 }
 
 // silent reports whether peer is silent, and after how long a silence:
-// nothing came from it over l for
-// longer than FailAfter, or, while a large message from it is under way,
-// no byte of it for longer than stallFactor times that. The bytes of a
-// large message count as they arrive on links that count them
-// (transport.Progress), so a peer that stopped in the middle of one is
-// found whatever its kernel still acknowledges. The longer bound leaves
-// room for a congested TCP flow, whose retransmission timeouts double (1,
-// 2, 4 s...) while its sender's heartbeats wait behind the message on the
-// same stream. On a link that does not count (mem, which delivers whole
-// messages) a message under way counts as life. Only the heartbeat loop
-// calls it.
+// nothing of its own (message, heartbeat, pulse, byte of a large message
+// as it arrives on links that count them: transport.Progress) came for
+// longer than FailAfter; or, while a message from it is under way and
+// no pulse ever came from it, no byte for stallFactor times that. On a
+// link that does not count (mem, which delivers whole messages) a
+// message under way counts as life. Only the heartbeat loop calls it.
 func (w *world) silent(peer int, l transport.Link, now time.Time) (limit time.Duration) {
-	quiet := time.Duration(now.UnixNano() - w.lastRecv[peer].Load())
-	if w.busySince[peer].Load() == 0 {
-		if quiet > w.cfg.FailAfter {
-			return w.cfg.FailAfter
-		}
-		return 0
-	}
-	n, ok := transport.Progress(l)
-	if !ok {
-		return 0
-	}
-	if n != w.lastProgress[peer] {
+	n, counts := transport.Progress(l)
+	if counts && n != w.lastProgress[peer] {
 		w.lastProgress[peer] = n
-		w.lastRecv[peer].Store(now.UnixNano())
+		heard(&w.lastRecv[peer], now.UnixNano())
 		return 0
 	}
-	if stalled := stallFactor * w.cfg.FailAfter; quiet > stalled {
-		return stalled
+	limit = w.cfg.FailAfter
+	if w.busySince[peer].Load() != 0 {
+		if !counts {
+			return 0
+		}
+		if !w.pulseSeen[peer].Load() {
+			limit = stallFactor * w.cfg.FailAfter
+		}
+	}
+	if quiet := time.Duration(now.UnixNano() - w.lastRecv[peer].Load()); quiet > limit {
+		return limit
 	}
 	return 0
 }
-
-// stallFactor: a large message under way may go without a byte this many
-// times FailAfter before its sender counts as silent (20 s by default).
-const stallFactor = 4
 
 // close leaves the world gracefully: it tells every peer, waits (up to the
 // bootstrap timeout) until every peer has said the same or failed, then
@@ -351,6 +475,9 @@ func (w *world) shutdown() {
 		}
 	}
 	w.wg.Wait()
+	if w.pulses != nil {
+		w.pulses.Close()
+	}
 	// Fail whatever still waits.
 	w.mu.Lock()
 	for _, q := range w.queues {

@@ -68,6 +68,17 @@ type world struct {
 	// lastProgress is each link's transport.Progress at the last
 	// heartbeat tick (heartbeatLoop only).
 	lastProgress []uint64
+	// pulses is the liveness side channel (liveness.go), nil on mem or
+	// if it could not be opened; set before the read loops start.
+	pulses *transport.Pulses
+	// pulseSeen: a pulse from the peer arrived, so pulses reach this
+	// rank from it (liveness.go, silent).
+	pulseSeen []atomic.Bool
+	// sending counts the sends to the peer under way; lastBulk is when
+	// the last large one to it ended (unix nanos): while its bytes may
+	// still be on their way, the peer gets pulses more often.
+	sending  []atomic.Int32
+	lastBulk []atomic.Int64
 
 	// activity counts the messages sent and received other than the
 	// refresher's and heartbeats (refresh.go).
@@ -111,6 +122,9 @@ func newWorld(boot *bootstrap.Bootstrap, cfg Config) *world {
 		lastSend:     make([]atomic.Int64, n),
 		busySince:    make([]atomic.Int64, n),
 		lastProgress: make([]uint64, n),
+		pulseSeen:    make([]atomic.Bool, n),
+		sending:      make([]atomic.Int32, n),
+		lastBulk:     make([]atomic.Int64, n),
 		epoch:        time.Now(),
 		quit:         make(chan struct{}),
 	}
@@ -334,6 +348,9 @@ func initErr(err error) error {
 // start launches the reader of every link and the heartbeat loop.
 func (w *world) start() {
 	now := time.Now().UnixNano()
+	if w.cfg.Heartbeat > 0 {
+		w.startPulses()
+	}
 	for p, l := range w.links {
 		if l == nil {
 			continue
@@ -344,6 +361,7 @@ func (w *world) start() {
 		go w.readLoop(p, l)
 	}
 	if w.cfg.Heartbeat > 0 {
+		w.tellPulseAddr()
 		w.wg.Add(1)
 		go w.heartbeatLoop()
 	}
@@ -359,7 +377,7 @@ func (w *world) readLoop(peer int, l transport.Link) {
 			return
 		}
 		w.busySince[peer].Store(0)
-		w.lastRecv[peer].Store(time.Now().UnixNano())
+		heard(&w.lastRecv[peer], time.Now().UnixNano())
 		h := m.Header
 		if h.Type != transport.MsgHeartbeat && !isRefreshCtx(h.Comm) {
 			w.activity.Add(1)
@@ -414,10 +432,15 @@ func (w *world) sendParts(ctx context.Context, peer int, h transport.Header, hea
 		return &RankError{Rank: peer, Err: why}
 	}
 	var err error
+	w.sending[peer].Add(1)
 	if len(tail) == 0 {
 		err = w.links[peer].Send(ctx, h, head)
 	} else {
 		err = transport.SendParts(ctx, w.links[peer], h, head, tail)
+	}
+	w.sending[peer].Add(-1)
+	if len(head)+len(tail) >= bulkSend {
+		w.lastBulk[peer].Store(time.Now().UnixNano())
 	}
 	if err != nil {
 		if ctx.Err() != nil {

@@ -17,24 +17,29 @@ import (
 // TestStoppedPeer: rank 0 sends rank 1 a 1000 MiB message; one of them is
 // stopped (SIGSTOP) in the middle. A stopped process keeps its sockets,
 // and its kernel keeps acknowledging TCP, so nothing closes: the survivor
-// must still fail, naming the stopped rank, once it has heard nothing for
-// FailAfter (5 s; 20 s when it waited for the rest of a message, which a
-// congested TCP flow can also stall), whether it was blocked writing to a
-// full socket or waiting for the rest of the message. It used to hang on
-// tcp and tls.
+// must still fail, naming the stopped rank, once it has heard nothing of
+// the stopped process's own (heartbeat, pulse, byte) for FailAfter,
+// whether it was blocked writing to a full socket or waiting for the rest
+// of the message. The documented bound is FailAfter + Heartbeat/4 (5.25
+// s; docs/liveness.md); the test allows three times that, as a loaded
+// machine delays the processes, and logs the time. It used to hang on
+// tcp and tls, and then took 20 s for a stopped sender (before pulses).
 func TestStoppedPeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops processes in the middle of a 1000 MiB message (-short)")
 	}
+	const documented = 5*time.Second + time.Second/4
 	bin := filepath.Join(binaries(t), "bigsend")
 	for _, tr := range []string{"tcp", "tls", "udp", "quic"} {
 		for _, stopped := range []int{1, 0} {
 			t.Run(fmt.Sprintf("transport=%s/stopped=%d", tr, stopped), func(t *testing.T) {
 				code, stderr, took := runStopped(t, bin, tr, stopped)
 				survivor := 1 - stopped
+				t.Logf("rank %d failed %.1f s after rank %d stopped (documented bound %.2f s): %s",
+					survivor, took.Seconds(), stopped, documented.Seconds(), strings.TrimSpace(stderr))
 				require.Equal(t, 1, code, "the survivor (rank %d) must fail, not finish or hang; stderr:\n%s", survivor, stderr)
-				require.Contains(t, stderr, fmt.Sprintf("rank %d", stopped), "the error names the stopped rank")
-				t.Logf("rank %d failed %.1f s after rank %d stopped: %s", survivor, took.Seconds(), stopped, strings.TrimSpace(stderr))
+				require.Regexp(t, fmt.Sprintf(`comm: [a-z]+: rank %d: `, stopped), stderr, "the error names the stopped rank")
+				require.Less(t, took, 3*documented, "detection far beyond the documented bound")
 			})
 		}
 	}
