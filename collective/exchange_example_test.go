@@ -8,9 +8,10 @@ import (
 
 // Three ranks on links of different speeds: ranks 0 and 2 share a slow
 // link. Every planner returns per-rank send and receive orders with
-// predicted times. Here the open-shop heuristic starts 2->0 before 2->1
-// (both receivers are free at 0.11 s; it takes the first in cyclic order)
-// and ends 0.11 s above the lower bound, which Auto reaches with another
+// predicted times. Here the open-shop heuristic starts the two slow
+// messages first (ranks 0 and 2 have the most to send, and each takes the
+// idle receiver with the most to receive), then 2->1 must wait for 0->1:
+// it ends 0.11 s above the lower bound, which Auto reaches with another
 // planner.
 func ExamplePlanExchange() {
 	m := &collective.Model{
@@ -41,10 +42,10 @@ func ExamplePlanExchange() {
 	fmt.Printf("auto picked %s: predicted %.2f s\n", best.Algorithm, best.Predicted)
 	// Output:
 	// predicted 1.23 s, lower bound 1.12 s
-	// 0->1  send #0  recv #0  [0.00, 0.11]
-	// 0->2  send #1  recv #0  [0.11, 1.12]
-	// 1->0  send #0  recv #0  [0.00, 0.11]
-	// 2->0  send #0  recv #1  [0.11, 1.12]
+	// 0->2  send #0  recv #0  [0.00, 1.01]
+	// 0->1  send #1  recv #0  [1.01, 1.12]
+	// 1->0  send #0  recv #1  [1.01, 1.12]
+	// 2->0  send #0  recv #0  [0.00, 1.01]
 	// 2->1  send #1  recv #1  [1.12, 1.23]
 	// auto picked minmatch: predicted 1.12 s
 }

@@ -5,123 +5,221 @@ import (
 	"math/bits"
 )
 
-// openShopPicker finds, for a sender of the open shop heuristic, the
-// receiver it still has to serve that is available earliest, the nearest
-// in cyclic order (j - i) mod P among equals.
+// openShopPicker finds, for a sender of the open shop heuristic at its
+// time s, the receiver it still has to serve that can take the message
+// first: the smallest max(recvavail, s), so that every receiver already
+// idle at s counts as available at s. Among equals it takes the receiver
+// with the most receive time left (the one whose own work is longest:
+// left idle, it would be the last to finish), and then the nearest in
+// cyclic order (j - i) mod P.
 //
-// Receivers sit in one [recvOrder] keyed by (recvavail, rank), and each
-// sender has a bitset of the receivers it still has to serve (its row).
-// The sender walks the order from the front to the first receiver in its
-// row, j0 at time a: the earliest. If j0 > i it is also the nearest of
-// its tie group (the group is ordered by rank); if j0 < i and the next
-// receiver in the order shares time a, the nearest is the first receiver
-// after i in the row at time a, and j0 if there is none.
+// Senders come in order of time, so s never decreases, and a receiver
+// idle at s stays idle until it is picked. The receivers busy at s sit in
+// one [recvOrder] keyed by (recvavail, rank); those idle at s in another
+// keyed by (-receive time left, rank), into which the first moves every
+// receiver whose time s has reached. Each sender has a bitset of the
+// receivers it still has to serve (its row). It walks the idle order from
+// the front to the first receiver in its row; if there is none, the busy
+// order to the first receiver in its row, the earliest. Ties within the
+// key's first part are settled by a pass over the row.
 //
-// The walk passes only receivers the sender has served: it is short while
-// the sender has much left to send and grows as the sender goes on. Once
-// a walk passes more receivers than the sender has left, the sender scans
-// its own row instead, then and for good, in one pass in cyclic order
-// from i+1 that keeps the first receiver at the minimum time. With five NIC
-// classes at 1,024 ranks a pick costs about 40 steps, close to the
-// smaller of the two for every pick.
+// The walks pass receivers the sender has served: they are short while
+// the sender has much left to send and grow as the sender goes on. Once
+// they pass more receivers than the sender has left, the sender scans its
+// own row instead, then and for good, in one pass in cyclic order from
+// i+1 that keeps a receiver only if it is strictly better.
 type openShopPicker struct {
 	n, words  int
 	todo      []uint64 // row i, bit j: i still sends to j
 	recvAvail []float64
-	ord       *recvOrder
-	scan      []bool // scan[i]: i scans its row (its walks got too long)
+	recvLeft  []float64 // receive time each receiver has left
+	busy      *recvOrder
+	idle      *recvOrder
+	idleBits  []uint64 // bit r: r is in the idle order
+	s         float64  // the latest sender time: idle holds every receiver with recvAvail <= s
+	scan      []bool   // scan[i]: i scans its row (its walks got too long)
+	wbuf      []wordMask
 }
 
-// openShopPick is a sender's receiver j, its time a and its place in
-// the order (at.block < 0: not known).
+// openShopPick is a sender's receiver j and its time a.
 type openShopPick struct {
-	j  int
-	a  float64
-	at orderPos
+	j int
+	a float64
 }
 
 func newOpenShopPicker(n int) *openShopPicker {
 	words := (n + 63) >> 6
-	return &openShopPicker{n: n, words: words, todo: make([]uint64, n*words),
-		recvAvail: make([]float64, n), ord: newRecvOrder(n), scan: make([]bool, n)}
+	ps := &openShopPicker{n: n, words: words, todo: make([]uint64, n*words),
+		recvAvail: make([]float64, n), recvLeft: make([]float64, n), busy: newRecvOrder(n),
+		idle: &recvOrder{}, idleBits: make([]uint64, words), s: math.Inf(-1), scan: make([]bool, n)}
+	ps.idle.blocks = append(ps.idle.blocks, ps.idle.newBlock())
+	return ps
 }
 
 func (ps *openShopPicker) row(i int) []uint64 { return ps.todo[i*ps.words : (i+1)*ps.words] }
 
-// pick picks for sender i, whose row has k > 0 bits set.
-func (ps *openShopPicker) pick(i, k int) openShopPick {
+// better reports whether, for sender i, receiver r beats receiver b (b <
+// 0: none yet) when both can start at the same time: more receive time
+// left, then nearer in cyclic order.
+func (ps *openShopPicker) better(r, b, i int) bool {
+	if b < 0 {
+		return true
+	}
+	if lr, lb := ps.recvLeft[r], ps.recvLeft[b]; lr != lb {
+		return lr > lb
+	}
+	n := ps.n
+	return (r-i+n)%n < (b-i+n)%n
+}
+
+// advance moves to the idle order every receiver available at s.
+func (ps *openShopPicker) advance(s float64) {
+	ps.s = s
+	for {
+		b := ps.busy.blocks[0]
+		if len(b) == 0 || b[0].t > s {
+			return
+		}
+		r := b[0].r
+		ps.busy.remove(orderPos{0, 0})
+		ps.idle.insertAt(recvKey{-ps.recvLeft[r], r})
+		ps.idleBits[r>>6] |= 1 << (r & 63)
+	}
+}
+
+// take removes receiver j, picked at time s, from its order and puts it
+// back in the busy one at its new time end, with its receive time left
+// down by c.
+func (ps *openShopPicker) take(j int, c, end float64) {
+	if ps.idleBits[j>>6]>>(j&63)&1 != 0 {
+		ps.idle.remove(ps.idle.locate(recvKey{-ps.recvLeft[j], int32(j)}))
+		ps.idleBits[j>>6] &^= 1 << (j & 63)
+	} else {
+		ps.busy.remove(ps.busy.locate(recvKey{ps.recvAvail[j], int32(j)}))
+	}
+	ps.recvAvail[j] = end
+	ps.recvLeft[j] -= c
+	ps.busy.insert(recvKey{end, int32(j)})
+}
+
+// pick picks for sender i at time s (never below an earlier call's),
+// whose row has k > 0 bits set.
+func (ps *openShopPicker) pick(i, k int, s float64) openShopPick {
+	ps.advance(s)
 	row := ps.row(i)
-	j, a, at, tied := 0, 0.0, orderPos{-1, 0}, false
+	// Receivers in the row that are idle: one AND per word.
+	idle := 0
+	for w, v := range row {
+		idle += bits.OnesCount64(v & ps.idleBits[w])
+	}
+	if idle > 0 {
+		// The idle order's walk passes the idle receivers i has served;
+		// past as many as it has idle ones to choose from, a pass over
+		// those is cheaper.
+		limit := idle
+		if j, ok := ps.walk(ps.idle, row, i, &limit); ok {
+			return openShopPick{j: j, a: ps.recvAvail[j]}
+		}
+		j := ps.bestIdle(row, i)
+		return openShopPick{j: j, a: ps.recvAvail[j]}
+	}
 	if !ps.scan[i] {
-		j, a, at, tied = ps.ord.first(row, k)
-	}
-	if at.block < 0 {
+		limit := k
+		if j, ok := ps.walk(ps.busy, row, i, &limit); ok {
+			return openShopPick{j: j, a: ps.recvAvail[j]}
+		}
 		ps.scan[i] = true
-		j, a = ps.scanRow(row, i)
-		return openShopPick{j: j, a: a, at: orderPos{-1, 0}}
 	}
-	if tied && j < i {
-		if r := ps.firstAt(row, i+1, ps.n, a); r >= 0 {
-			return openShopPick{j: r, a: a, at: orderPos{-1, 0}}
-		}
-	}
-	return openShopPick{j: j, a: a, at: at}
+	j := ps.earliestBusy(row, i)
+	return openShopPick{j: j, a: ps.recvAvail[j]}
 }
 
-// scanRow returns the receiver in row available earliest, the first in
-// cyclic order from i+1 among equals, and its time: one pass over the
-// row in that order, keeping a receiver only if it is strictly earlier.
-func (ps *openShopPicker) scanRow(row []uint64, i int) (int, float64) {
-	j, a := -1, math.Inf(1)
-	scan := func(lo, hi int) {
-		for w := lo >> 6; w<<6 < hi; w++ {
-			v := row[w]
-			if w == lo>>6 {
-				v &^= 1<<(lo&63) - 1
-			}
-			if (w+1)<<6 > hi {
-				v &= 1<<(hi&63) - 1
-			}
-			for ; v != 0; v &= v - 1 {
-				r := w<<6 + bits.TrailingZeros64(v)
-				if t := ps.recvAvail[r]; t < a || j < 0 {
-					j, a = r, t
-				}
-			}
-		}
+// walk walks order o for sender i to the first receiver in its row, and
+// settles ties within its key's first part by a pass over the row. It
+// gives up (false) after passing more than *limit receivers.
+func (ps *openShopPicker) walk(o *recvOrder, row []uint64, i int, limit *int) (int, bool) {
+	j, t, tied, ok := o.first(row, limit)
+	if !ok || !tied {
+		return j, ok
 	}
-	scan(i+1, ps.n)
-	scan(0, i+1)
-	return j, a
-}
-
-// firstAt returns the first receiver in [lo, hi) set in row and available
-// at time a, or -1.
-func (ps *openShopPicker) firstAt(row []uint64, lo, hi int, a float64) int {
-	for w := lo >> 6; w<<6 < hi; w++ {
-		v := row[w]
-		if w == lo>>6 {
-			v &^= 1<<(lo&63) - 1
-		}
+	best := -1
+	for w, v := range row {
 		for ; v != 0; v &= v - 1 {
 			r := w<<6 + bits.TrailingZeros64(v)
-			if r >= hi {
-				return -1
+			var same bool
+			if o == ps.idle {
+				same = ps.idleBits[w]>>(r&63)&1 != 0 && -ps.recvLeft[r] == t
+			} else {
+				same = ps.recvAvail[r] == t
 			}
-			if ps.recvAvail[r] == a {
-				return r
+			if same && ps.better(r, best, i) {
+				best = r
 			}
 		}
 	}
-	return -1
+	return best, true
 }
 
-// place returns p's place in the order.
-func (ps *openShopPicker) place(p openShopPick) orderPos {
-	if p.at.block >= 0 {
-		return p.at
+// cyclicWords lists the words of a row in cyclic order from bit i+1 of
+// n: word w of the row with mask m, for each (w, m) in the result. The
+// word holding i+1 comes first with the bits from i+1 on and last with
+// those below.
+func cyclicWords(i, n int, buf *[]wordMask) []wordMask {
+	ws := (*buf)[:0]
+	lo := i + 1
+	if lo == n {
+		lo = 0
 	}
-	return ps.ord.locate(recvKey{p.a, int32(p.j)})
+	w0 := lo >> 6
+	words := (n + 63) >> 6
+	ws = append(ws, wordMask{w0, ^uint64(0) << (lo & 63)})
+	for w := w0 + 1; w < words; w++ {
+		ws = append(ws, wordMask{w, ^uint64(0)})
+	}
+	for w := 0; w < w0; w++ {
+		ws = append(ws, wordMask{w, ^uint64(0)})
+	}
+	if lo&63 != 0 {
+		ws = append(ws, wordMask{w0, 1<<(lo&63) - 1})
+	}
+	*buf = ws
+	return ws
+}
+
+type wordMask struct {
+	w int
+	m uint64
+}
+
+// bestIdle returns the idle receiver in row with the most receive time
+// left, the first in cyclic order from i+1 among equals.
+func (ps *openShopPicker) bestIdle(row []uint64, i int) int {
+	j, best := -1, 0.0
+	for _, wm := range cyclicWords(i, ps.n, &ps.wbuf) {
+		for v := row[wm.w] & wm.m & ps.idleBits[wm.w]; v != 0; v &= v - 1 {
+			r := wm.w<<6 + bits.TrailingZeros64(v)
+			if l := ps.recvLeft[r]; j < 0 || l > best {
+				j, best = r, l
+			}
+		}
+	}
+	return j
+}
+
+// earliestBusy returns the receiver in row (all busy) available earliest,
+// then with the most receive time left, then the first in cyclic order
+// from i+1.
+func (ps *openShopPicker) earliestBusy(row []uint64, i int) int {
+	j, at := -1, 0.0
+	for _, wm := range cyclicWords(i, ps.n, &ps.wbuf) {
+		for v := row[wm.w] & wm.m; v != 0; v &= v - 1 {
+			r := wm.w<<6 + bits.TrailingZeros64(v)
+			if t := ps.recvAvail[r]; j < 0 || t < at || t == at && ps.recvLeft[r] > ps.recvLeft[j] {
+				j, at = r, t
+			}
+		}
+	}
+	return j
 }
 
 // recvOrder keeps every receiver ordered by (time, rank), for the open
@@ -235,6 +333,16 @@ func (o *recvOrder) insert(k recvKey) {
 		bi--
 	}
 	b := o.blocks[bi]
+	p := len(b)
+	for p > 0 && k.less(b[p-1]) {
+		p--
+	}
+	o.insertIn(bi, p, k)
+}
+
+// insertIn puts k at index p of block bi, splitting a full block.
+func (o *recvOrder) insertIn(bi, p int, k recvKey) {
+	b := o.blocks[bi]
 	if len(b) == 2*orderBlock {
 		// Split: the upper half goes to a new block after this one.
 		nb := append(o.newBlock(), b[orderBlock:]...)
@@ -243,14 +351,9 @@ func (o *recvOrder) insert(k recvKey) {
 		o.blocks = append(o.blocks, nil)
 		copy(o.blocks[bi+2:], o.blocks[bi+1:])
 		o.blocks[bi+1] = nb
-		if b[len(b)-1].less(k) {
-			bi++
-			b = nb
+		if p > orderBlock {
+			bi, p, b = bi+1, p-orderBlock, nb
 		}
-	}
-	p := len(b)
-	for p > 0 && k.less(b[p-1]) {
-		p--
 	}
 	b = append(b, recvKey{})
 	copy(b[p+1:], b[p:])
@@ -259,14 +362,15 @@ func (o *recvOrder) insert(k recvKey) {
 }
 
 // first returns the first receiver in the order whose bit is set in row,
-// its time and place, and whether the key after it has the same time. It
-// gives up after passing limit receivers, with at.block == -1.
-func (o *recvOrder) first(row []uint64, limit int) (r int, t float64, at orderPos, tied bool) {
+// its key's time, and whether the key after it has the same time. Every
+// receiver it passes costs one of *limit; when that goes below zero it
+// gives up. ok is false if it gave up or found none.
+func (o *recvOrder) first(row []uint64, limit *int) (r int, t float64, tied, ok bool) {
 	for bi, b := range o.blocks {
 		for p, k := range b {
 			if row[k.r>>6]>>(k.r&63)&1 == 0 {
-				if limit--; limit < 0 {
-					return 0, 0, orderPos{-1, 0}, false
+				if *limit--; *limit < 0 {
+					return 0, 0, false, false
 				}
 				continue
 			}
@@ -276,28 +380,37 @@ func (o *recvOrder) first(row []uint64, limit int) (r int, t float64, at orderPo
 			case bi+1 < len(o.blocks):
 				tied = o.blocks[bi+1][0].t == k.t
 			}
-			return int(k.r), k.t, orderPos{bi, p}, tied
+			return int(k.r), k.t, tied, true
 		}
 	}
-	return 0, 0, orderPos{-1, 0}, false
+	return 0, 0, false, false
 }
 
-// senderTree is a tournament (loser) tree of senders keyed by (time,
-// rank): a sender's new time costs one comparison per level.
+// insertAt puts k in its place, found by binary search.
+func (o *recvOrder) insertAt(k recvKey) {
+	bi := o.blockFor(k)
+	o.insertIn(bi, searchBlock(o.blocks[bi], k), k)
+}
+
+// senderTree is a tournament (loser) tree of senders keyed by time, then
+// the most send time left, then rank: a sender's new time costs one
+// comparison per level.
 type senderTree struct {
 	m     int       // leaves, a power of two; leaf r is sender r
 	t     []float64 // time of each leaf
+	work  []float64 // send time each leaf has left (set it before update)
 	key   []int32   // rank of each leaf, or m+rank (and time +Inf) once done
 	loser []int32   // loser[k], 1 <= k < m: the leaf that lost at node k
 	win   int32     // the leaf that is first
 }
 
-func newSenderTree(n int, active func(r int) bool) *senderTree {
+func newSenderTree(n int, work []float64, active func(r int) bool) *senderTree {
 	m := 1
 	for m < n {
 		m <<= 1
 	}
-	s := &senderTree{m: m, t: make([]float64, m), key: make([]int32, m), loser: make([]int32, m)}
+	s := &senderTree{m: m, t: make([]float64, m), work: make([]float64, m), key: make([]int32, m), loser: make([]int32, m)}
+	copy(s.work, work)
 	for r := range s.key {
 		s.key[r] = int32(r)
 		if r >= n || !active(r) {
@@ -328,7 +441,8 @@ func (s *senderTree) less(a, b int32) bool { return s.lessInt(a, b) != 0 }
 // lessInt is less as 1 or 0.
 func (s *senderTree) lessInt(a, b int32) int32 {
 	ta, tb := s.t[a], s.t[b]
-	return b2i(ta < tb) | b2i(ta == tb)&b2i(s.key[a] < s.key[b])
+	wa, wb := s.work[a], s.work[b]
+	return b2i(ta < tb) | b2i(ta == tb)&(b2i(wa > wb)|b2i(wa == wb)&b2i(s.key[a] < s.key[b]))
 }
 
 func b2i(b bool) int32 {

@@ -304,11 +304,16 @@ func TestExchangeCaterpillarTightExample(t *testing.T) {
 			require.Equal(t, tc.predicted, p.Predicted)
 			require.Equal(t, tc.lb, p.LowerBound)
 			checkExchangePlan(t, exCase{tc.name, m, x}, Caterpillar, p)
-			// The adaptive planners all find an optimal schedule here:
-			// their completion equals the lower bound.
+			// The adaptive planners all find an optimal schedule here
+			// (their completion equals the lower bound), but the open
+			// shop, which comes within eps of it on 5 ranks.
 			for _, a := range []Algorithm{MaxMatch, MinMatch, Greedy, OpenShop, Auto} {
 				q, err := PlanExchange(m, x, a, Options{})
 				require.NoError(t, err)
+				if a == OpenShop {
+					require.InDelta(t, tc.lb, q.Predicted, eps, a)
+					continue
+				}
 				require.Equal(t, tc.lb, q.Predicted, a)
 			}
 		})
@@ -316,9 +321,17 @@ func TestExchangeCaterpillarTightExample(t *testing.T) {
 }
 
 func TestExchangeHandTraced(t *testing.T) {
-	// Rank 2 and rank 3 find every destination taken in the first greedy
-	// step and go first in the second; traced by hand in the comments of
-	// greedy and openShop (both give the same schedule here).
+	// Greedy: rank 2 and rank 3 find every destination taken in the first
+	// step and go first in the second; traced by hand from the comments of
+	// greedy.
+	//
+	// Open shop, traced by hand from the comments of openShop and
+	// openShopPicker (send time left: 0:10, 1:10, 2:7, 3:11; receive time
+	// left: 1:21, 2:15, 3:2). At time 0 the senders go 3 (most left), 0, 1
+	// (rank), 2. 3 finds 1 and 2 idle and takes 1 (21 left) [0,5]; 0 finds
+	// only 2 idle [0,1]; 1 finds 3 idle (2 is busy) [0,2]; 2 has only 1,
+	// busy until 5 [5,12]. Then 0 at 1: 1, busy until 12 [12,21]; 1 at 2:
+	// 2, idle since 1 [2,10]; 3 at 5: 2, busy until 10 [10,16].
 	cost := [][]float64{
 		{0, 9, 1, 0},
 		{0, 0, 8, 2},
@@ -335,13 +348,30 @@ func TestExchangeHandTraced(t *testing.T) {
 			}
 		}
 	}
-	wantSend := map[int][]int{0: {1, 2}, 1: {2, 3}, 2: {1}, 3: {2, 1}}
-	wantRecv := map[int][]int{1: {0, 2, 3}, 2: {1, 3, 0}, 3: {1}}
-	wantTimes := map[[2]int][2]float64{
-		{0, 1}: {0, 9}, {1, 2}: {0, 8}, {2, 1}: {9, 16}, {3, 2}: {8, 14},
-		{1, 3}: {8, 10}, {0, 2}: {14, 15}, {3, 1}: {16, 21},
+	type trace struct {
+		send, recv map[int][]int
+		times      map[[2]int][2]float64
+	}
+	traces := map[Algorithm]trace{
+		Greedy: {
+			send: map[int][]int{0: {1, 2}, 1: {2, 3}, 2: {1}, 3: {2, 1}},
+			recv: map[int][]int{1: {0, 2, 3}, 2: {1, 3, 0}, 3: {1}},
+			times: map[[2]int][2]float64{
+				{0, 1}: {0, 9}, {1, 2}: {0, 8}, {2, 1}: {9, 16}, {3, 2}: {8, 14},
+				{1, 3}: {8, 10}, {0, 2}: {14, 15}, {3, 1}: {16, 21},
+			},
+		},
+		OpenShop: {
+			send: map[int][]int{0: {2, 1}, 1: {3, 2}, 2: {1}, 3: {1, 2}},
+			recv: map[int][]int{1: {3, 2, 0}, 2: {0, 1, 3}, 3: {1}},
+			times: map[[2]int][2]float64{
+				{3, 1}: {0, 5}, {0, 2}: {0, 1}, {1, 3}: {0, 2}, {2, 1}: {5, 12},
+				{0, 1}: {12, 21}, {1, 2}: {2, 10}, {3, 2}: {10, 16},
+			},
+		},
 	}
 	for _, algo := range []Algorithm{Greedy, OpenShop} {
+		wantSend, wantRecv, wantTimes := traces[algo].send, traces[algo].recv, traces[algo].times
 		p, err := PlanExchange(m, x, algo, Options{})
 		require.NoError(t, err)
 		require.Equal(t, 21.0, p.Predicted, algo)
@@ -766,25 +796,33 @@ func TestExchangePlanJSONRoundTrip(t *testing.T) {
 }
 
 // openShopReference is the heuristic written as plainly as the paper puts
-// it: pick the sender with the smallest (sendavail, rank), scan its whole
-// receiver set for the smallest (recvavail, (j-i) mod P).
+// it, with this package's reading of "the earliest available receiver"
+// and its ties: pick the sender with the smallest sendavail (then the
+// most send time left, then the lowest rank), scan its whole receiver set
+// for the smallest max(recvavail, sendavail) (then the most receive time
+// left, then the smallest (j-i) mod P).
 func openShopReference(in *exchangeInstance) (send, recv [][]int) {
 	n := in.n
 	send, recv = in.newOrders()
 	sendAvail := make([]float64, n)
 	recvAvail := make([]float64, n)
+	sendLeft := make([]float64, n)
+	recvLeft := make([]float64, n)
 	left := make([][]int, n)
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if in.isMsg(i, j) {
 				left[i] = append(left[i], j)
+				sendLeft[i] += in.cost[i][j]
+				recvLeft[j] += in.cost[i][j]
 			}
 		}
 	}
 	for {
 		i := -1
 		for k := 0; k < n; k++ {
-			if len(left[k]) > 0 && (i < 0 || sendAvail[k] < sendAvail[i]) {
+			if len(left[k]) > 0 && (i < 0 || sendAvail[k] < sendAvail[i] ||
+				sendAvail[k] == sendAvail[i] && sendLeft[k] > sendLeft[i]) {
 				i = k
 			}
 		}
@@ -798,13 +836,18 @@ func openShopReference(in *exchangeInstance) (send, recv [][]int) {
 				continue
 			}
 			b := left[i][best]
-			if recvAvail[j] < recvAvail[b] || (recvAvail[j] == recvAvail[b] && (j-i+n)%n < (b-i+n)%n) {
+			tj, tb := math.Max(recvAvail[j], sendAvail[i]), math.Max(recvAvail[b], sendAvail[i])
+			if tj < tb || tj == tb && (recvLeft[j] > recvLeft[b] ||
+				recvLeft[j] == recvLeft[b] && (j-i+n)%n < (b-i+n)%n) {
 				best = k
 			}
 		}
 		j := left[i][best]
-		end := math.Max(sendAvail[i], recvAvail[j]) + in.cost[i][j]
+		c := in.cost[i][j]
+		end := math.Max(sendAvail[i], recvAvail[j]) + c
 		sendAvail[i], recvAvail[j] = end, end
+		sendLeft[i] -= c
+		recvLeft[j] -= c
 		send[i] = append(send[i], j)
 		recv[j] = append(recv[j], i)
 		left[i] = append(left[i][:best], left[i][best+1:]...)
