@@ -32,7 +32,9 @@ import (
 // PlanExchange plans a total exchange of pattern x under model m with the
 // named planner: [Caterpillar], [MaxMatch], [MinMatch], [Greedy],
 // [OpenShop], or [Auto] (every planner that is cheap enough for the size,
-// keeping the lowest predicted completion).
+// keeping the lowest predicted completion; up to 64 ranks also the open
+// shop under four other receiver rules, whose plans are labelled
+// openshop too).
 //
 // The returned plan has Kind alltoall and one [Transfer] per message
 // (every i != j with Bytes[i][j] > 0), sorted by sender and then by the
@@ -49,9 +51,31 @@ func PlanExchange(m *Model, x *Exchange, algo Algorithm, opt Options) (*Plan, er
 		return nil, err
 	}
 	if algo == Auto {
-		return planAuto(KindAlltoall, in.n, in.plan)
+		return in.planAuto()
 	}
 	return in.plan(algo)
+}
+
+// planAuto is Auto: every planner cheap enough for the size, and up to
+// variantLimit ranks the open shop under the other receiver rules too
+// (labelled openshop); the lowest predicted completion wins, the
+// planners' plan on ties.
+func (in *exchangeInstance) planAuto() (*Plan, error) {
+	best, err := planAuto(KindAlltoall, in.n, in.plan)
+	if err != nil || in.n > variantLimit {
+		return best, err
+	}
+	for _, w := range openShopRules {
+		send, recv := in.openShopRule(w)
+		p, err := in.buildPlan(OpenShop, send, recv)
+		if err != nil {
+			return nil, err
+		}
+		if p.Predicted < best.Predicted {
+			best = p
+		}
+	}
+	return best, nil
 }
 
 // exchangeInstance is a validated total-exchange problem as the planners

@@ -584,6 +584,17 @@ func TestExchangeAuto(t *testing.T) {
 			require.NoError(t, err)
 			best = math.Min(best, p.Predicted)
 		}
+		// Up to variantLimit ranks Auto also tries the open shop's
+		// other receiver rules.
+		in, err := newExchangeInstance(c.m, c.x)
+		require.NoError(t, err)
+		for _, w := range openShopRules {
+			send, recv := in.openShopRule(w)
+			p, err := in.buildPlan(OpenShop, send, recv)
+			require.NoError(t, err)
+			checkExchangePlan(t, c, OpenShop, p)
+			best = math.Min(best, p.Predicted)
+		}
 		p, err := PlanExchange(c.m, c.x, Auto, Options{})
 		require.NoError(t, err)
 		require.Equal(t, best, p.Predicted, c.name)
