@@ -144,15 +144,18 @@ const (
 	ModeFull   Mode = "full"   // always probe (and refresh the cache)
 	ModeCached Mode = "cached" // use the cached model for this network, probe if there is none
 	ModeOff    Mode = "off"    // never probe: a model file, or a uniform model
+	// ModePairwise always probes, every ordered pair in a tournament
+	// (MethodPairwise), and refreshes the cache.
+	ModePairwise Mode = "pairwise"
 )
 
-// ParseMode maps "full", "cached" or "off" to a Mode.
+// ParseMode maps "full", "cached", "off" or "pairwise" to a Mode.
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
-	case ModeFull, ModeCached, ModeOff:
+	case ModeFull, ModeCached, ModeOff, ModePairwise:
 		return m, nil
 	}
-	return "", fmt.Errorf("netprobe: unknown probing mode %q (want full, cached or off)", s)
+	return "", fmt.Errorf("netprobe: unknown probing mode %q (want full, cached, off or pairwise)", s)
 }
 
 // Directory provides every rank with the same model: in ModeCached rank 0
@@ -187,6 +190,9 @@ func Directory(ctx context.Context, p Port, mode Mode, cfg Config, dir string, k
 		}
 		res.Seconds = 0
 		return res, nil
+	}
+	if mode == ModePairwise {
+		cfg.Method = MethodPairwise
 	}
 	res, err := Probe(ctx, p, cfg)
 	if err != nil {

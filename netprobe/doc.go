@@ -4,9 +4,40 @@
 // [Port], which comm implements on a private communicator, so the probes
 // cross the same transport stack as the collectives they will plan.
 //
-// # Links
+// # Links: the fabric probe (the default)
 //
-// [Probe] is collective. It measures every ordered pair of ranks in the
+// [Probe] is collective. By default (Config.Method [MethodFabric]) it
+// measures what the fabric model needs rather than every pair, so its
+// time grows with the number of steps, not of pairs:
+//
+//   - latencies: every pair exchanges a few tiny round trips, in the
+//     rounds of a tournament without barriers (and a few small messages
+//     for the send and receive overheads); T is half the shortest round
+//     trip, the same both ways;
+//   - NICs: steps of concurrent flows in which every rank sends at most
+//     one and receives at most one, and at most one flow leaves or enters
+//     each group of ranks (Config.Cuts: subnets) until a flow crossing
+//     between groups was seen, then no more than such a flow carried, so
+//     that no two flows share a bottleneck. A flow is a few large
+//     transfers (measureFlow: the median of three, sized to take 80 ms).
+//     A rank's egress is the fastest flow it sent, its ingress the
+//     fastest it received; the first step sends around a ring in each
+//     group, the next ones pair the ranks whose estimate is not settled
+//     with the fastest partners (see fabricPlan);
+//   - pair rates: min(egress of i, ingress of j), or the pair's own flow
+//     where it was measured clearly slower; a pair is measured itself when
+//     that inference is in doubt (the smaller side of the minimum is not
+//     known exactly, an estimate rests on one flow, or its ends showed
+//     flows much slower than their NICs).
+//
+// So the fabric probe assumes a switched network limited by NICs and
+// segments; on links shaped pair by pair, whose rates are not the
+// minimum of two NICs, use the tournament.
+//
+// # Links: the tournament (HETCOMM_PROBE=pairwise)
+//
+// With [MethodPairwise] ([ModePairwise]), [Probe] measures every ordered
+// pair of ranks in the
 // rounds of a round-robin tournament ([Tournament]) with a barrier between
 // rounds, so no rank takes part in two probes at once; within a round,
 // [Schedule] picks which end of each pair measures first so that the flows
@@ -41,16 +72,21 @@
 //
 // Pair probes cannot see a link that several pairs share, such as a
 // backbone between two clusters: one pair alone never fills it. Last, the
-// probe tests up to three candidate cuts (Config.Cuts, which comm fills
-// with the ranks of each subnet; the cut [collective.Clusters] finds in
-// the pair rates; the two halves of the ranks) with concurrent flows: every
-// rank of one side sends to every rank of the other at once, both ways,
-// paced to its share of the NIC bound when the port is a [PacedPort]. A
-// direction that takes over 1.25 times the bound (1.6 unpaced) is limited
-// by a segment; a second round, paced to 1.2 times the capacity the first
-// found, measures it again (flows offered at twice a segment's rate lose
-// packets, which underrates it). The first segment found goes into the
-// model's Segments and every test into [Result].Cuts ([CutProbe]).
+// fabric probe tests the cut around every group of ranks (Config.Cuts,
+// when there are several: racks behind their uplinks) and keeps every
+// segment found; otherwise, and with the tournament, the probe tests up
+// to three candidate cuts (Config.Cuts, which comm fills with the ranks
+// of each subnet; the cut [collective.Clusters] finds in the pair rates;
+// the two halves of the ranks) and keeps the first segment found. A test
+// runs concurrent flows: every rank of one side sends to every rank of
+// the other at once, both ways, each flow its share of its ends' NICs,
+// paced to it when the port is a [PacedPort]. A direction that takes over
+// 1.25 times the NIC bound (1.6 unpaced) is limited by a segment; a
+// second round, paced to 1.2 times the capacity the first found, measures
+// it again (flows offered at twice a segment's rate lose packets, which
+// underrates it), and is offered 1.2 times more while the flows keep
+// their pace (three rounds at most). The segments go into the model's
+// Segments and every test into [Result].Cuts ([CutProbe]).
 //
 // # Node overheads and clocks
 //
@@ -79,7 +115,8 @@
 // the user's cache directory) is written atomically by rank 0 and read
 // back only if it is for the same key and holds a valid model
 // ([LoadCache], [SaveCache]). Unless it is given a model, comm.Init runs
-// Directory at start-up in the mode of HETCOMM_PROBE (cached by default).
+// Directory at start-up in the mode of HETCOMM_PROBE (cached by default;
+// pairwise forces the tournament).
 //
 // # Drift
 //

@@ -79,6 +79,10 @@ type Config struct {
 	// on one machine, concurrent flows are limited by its CPUs and memory,
 	// which a segment would misdescribe. "" matches no other rank.
 	Hosts []string
+	// Method is how the links are measured: MethodFabric (the default,
+	// "" too) measures every NIC and infers the pair rates; MethodPairwise
+	// measures every ordered pair in a tournament.
+	Method string
 }
 
 func (c Config) withDefaults() Config {
@@ -142,6 +146,8 @@ type Result struct {
 	Reprobes [][]Pair `json:"reprobes,omitempty"`
 	// Cuts records the segment probe's tests, if it ran (see Probe).
 	Cuts []CutProbe `json:"cuts,omitempty"`
+	// Flows records the fabric probe's flows (MethodFabric), in order.
+	Flows []FlowRecord `json:"flows,omitempty"`
 }
 
 // PairRecord is one probe of the tournament as one of its two ranks
@@ -176,8 +182,11 @@ type row struct {
 	Pairs     []PairRecord        `json:"pairs"`
 }
 
-// Probe measures every ordered pair of ranks and assembles the model at
-// rank 0, which broadcasts it: every rank returns the same Result. Pairs
+// Probe measures the links between the ranks and assembles the model at
+// rank 0, which broadcasts it: every rank returns the same Result. It is
+// collective. By default (MethodFabric) it measures every rank's NICs and
+// infers the pair rates from them (see the package documentation and
+// probeFabric); with MethodPairwise it measures every ordered pair. Pairs
 // are probed in the rounds of a round-robin tournament with a barrier
 // between rounds, so no rank takes part in two probes at once; within a
 // round, which end of each pair measures first balances the flows across
@@ -214,13 +223,16 @@ func Probe(ctx context.Context, p Port, cfg Config) (*Result, error) {
 			rp.UseCosts(res.Model)
 		}
 	} else {
-		res, err = probeOnce(ctx, p, cfg)
+		res, err = probeLinks(ctx, p, cfg)
 	}
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	segs, cuts, err := probeSegments(ctx, p, res.Model, cfg)
+	if err == nil && cfg.Method != MethodPairwise {
+		capInferred(res, segs)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +269,7 @@ func probeRails(ctx context.Context, p RailPort, cfg Config) (*Result, error) {
 	var seconds float64
 	for i := 0; i < p.Rails(); i++ {
 		p.UseRail(i)
-		r, err := probeOnce(ctx, p, cfg)
+		r, err := probeLinks(ctx, p, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("netprobe: rail %d: %w", i, err)
 		}
@@ -267,6 +279,7 @@ func probeRails(ctx context.Context, p RailPort, cfg Config) (*Result, error) {
 			res = r // overheads and clock offsets from the first rail
 		} else {
 			res.Pairs = append(res.Pairs, r.Pairs...)
+			res.Flows = append(res.Flows, r.Flows...)
 			res.Reprobed = append(res.Reprobed, r.Reprobed...)
 		}
 	}
@@ -284,6 +297,14 @@ func probeRails(ctx context.Context, p RailPort, cfg Config) (*Result, error) {
 	}
 	res.Model, res.Seconds = &m, seconds
 	return res, nil
+}
+
+// probeLinks measures the links by cfg's method.
+func probeLinks(ctx context.Context, p Port, cfg Config) (*Result, error) {
+	if cfg.Method == MethodPairwise {
+		return probeOnce(ctx, p, cfg)
+	}
+	return probeFabric(ctx, p, cfg)
 }
 
 func probeOnce(ctx context.Context, p Port, cfg Config) (*Result, error) {

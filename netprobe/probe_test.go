@@ -37,8 +37,10 @@ func tolerance() float64 {
 
 // probeCfg makes every sweep's largest transfer last 100 ms, long enough
 // that the emulated links' timer jitter on a busy machine (a few ms) stays
-// within a few percent.
-var probeCfg = netprobe.Config{MinTime: 100 * time.Millisecond}
+// within a few percent. The links here are shaped pair by pair, not by
+// NICs, so every pair is measured (the fabric probe, which infers pairs
+// from NICs, has its own test).
+var probeCfg = netprobe.Config{MinTime: 100 * time.Millisecond, Method: netprobe.MethodPairwise}
 
 // shapedWorld starts n ranks over a mem network whose directed links have
 // the given rates (bytes/s) and one-way delays, and probes it.
@@ -321,4 +323,38 @@ func TestProbeEmulatedTCP(t *testing.T) {
 	// it writes): a link must be within bounds in one of the probes.
 	requireProbed(t, comms, func(*netprobe.Result, *collective.Model) {},
 		linkBounds(n, func(i, j int) float64 { return emu.Bandwidth[i][j] }, func(i, j int) float64 { return emu.Latency[i][j] }))
+}
+
+// TestProbeFabricMemNetwork: the default probe (MethodFabric) on links
+// limited by NICs (a pair's rate is the smaller of its sender's egress and
+// its receiver's ingress) finds every pair's rate from the NICs, pinging
+// every pair and measuring far fewer flows than pairs' sweeps.
+func TestProbeFabricMemNetwork(t *testing.T) {
+	const n = 6
+	out := []float64{20e6, 10e6, 5e6, 10e6, 2.5e6, 5e6}
+	in := []float64{20e6, 10e6, 10e6, 5e6, 5e6, 2.5e6}
+	rate := func(i, j int) float64 { return min(out[i], in[j]) }
+	delay := func(i, j int) time.Duration { return time.Duration(1+(i+j)%3) * time.Millisecond }
+	netw := transport.NewMemNetwork(7)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j {
+				require.NoError(t, netw.SetShape(i, j, transport.ShapeConfig{Rate: rate(i, j), Delay: delay(i, j)}))
+			}
+		}
+	}
+	start := time.Now()
+	comms := worldtest.Start(t, n, netw, func(_ int, c *comm.Config) {
+		c.Bootstrap.Job, c.Bootstrap.Timeout = t.Name(), time.Minute
+		c.Probe, c.CacheDir = netprobe.ModeFull, t.TempDir()
+	})
+	t.Logf("probe of %d ranks took %v", n, time.Since(start))
+	every := func(res *netprobe.Result, m *collective.Model) {
+		require.Len(t, res.Pairs, n*(n-1), "every pair pinged, recorded by both its ranks")
+		require.NotEmpty(t, res.Flows)
+		for _, f := range res.Flows {
+			require.NotEqual(t, f.A, f.B)
+		}
+	}
+	requireProbed(t, comms, every, linkBounds(n, rate, func(i, j int) float64 { return delay(i, j).Seconds() }))
 }

@@ -37,7 +37,8 @@ const tagCut = 7
 type CutProbe struct {
 	A []int `json:"a"`
 	B []int `json:"b"`
-	// Bytes is what each flow carried.
+	// Bytes is what the largest flow carried (each flow carries its
+	// share of its NICs: see cutExchange).
 	Bytes int64 `json:"bytes"`
 	// Paced says whether every flow was paced to its share of the bound.
 	Paced bool `json:"paced"`
@@ -81,6 +82,25 @@ func probeSegments(ctx context.Context, p Port, m *collective.Model, cfg Config)
 	plain.Segments = nil
 	f := collective.FabricFromModel(&plain)
 	var probes []CutProbe
+	if cfg.Method != MethodPairwise {
+		if cuts := groupCuts(p.Size(), cfg.Cuts, cfg.Hosts); len(cuts) > 1 {
+			// Several groups (subnets: racks behind their uplinks): every
+			// group's cut is tested, and every segment found kept.
+			var found []collective.Segment
+			for _, a := range cuts {
+				segs, cut, err := probeCut(ctx, p, f, a, cfg)
+				if err != nil {
+					return nil, nil, fmt.Errorf("netprobe: segment probe of %v: %w", a, err)
+				}
+				probes = append(probes, *cut)
+				for _, s := range segs {
+					s.Name = fmt.Sprintf("cut%d", len(found)+1)
+					found = append(found, s)
+				}
+			}
+			return found, probes, nil
+		}
+	}
 	for _, a := range candidateCuts(m, cfg.Cuts, cfg.Hosts) {
 		segs, cut, err := probeCut(ctx, p, f, a, cfg)
 		if err != nil {
@@ -152,6 +172,64 @@ func candidateCuts(m *collective.Model, hints [][]int, hosts []string) [][]int {
 	return out
 }
 
+// groupCuts lists the cuts between every group of rankGroups(n, hints)
+// and the other ranks, as candidateCuts would take them (both sides of
+// two ranks at least, no host split, no cut twice).
+func groupCuts(n int, hints [][]int, hosts []string) [][]int {
+	groups := rankGroups(n, hints)
+	members := map[int][]int{}
+	for r, g := range groups {
+		members[g] = append(members[g], r)
+	}
+	if len(members) < 2 {
+		return nil
+	}
+	var sides [][]int
+	for g := 0; g < len(members); g++ {
+		sides = append(sides, members[g])
+	}
+	m := &collective.Model{Latency: collective.Matrix(n, 0), Bandwidth: collective.Matrix(n, 1)}
+	var cuts [][]int
+	seen := cutSet{}
+	for _, side := range sides {
+		// candidateCuts takes the hint first if it is a cut it would test.
+		c := candidateCuts(m, [][]int{side}, hosts)
+		if len(c) == 0 || !slices.Equal(c[0], side) {
+			continue
+		}
+		in := make([]bool, n)
+		for _, r := range side {
+			in[r] = true
+		}
+		if seen.add(in) {
+			cuts = append(cuts, side)
+		}
+	}
+	return cuts
+}
+
+// capInferred caps the rates the fabric probe inferred (not measured) by
+// the capacity of every segment on the pair's way.
+func capInferred(res *Result, segs []collective.Segment) {
+	measured := map[Pair]bool{}
+	for _, f := range res.Flows {
+		measured[Pair{f.A, f.B}] = true
+	}
+	m := res.Model
+	for _, s := range segs {
+		for _, a := range s.A {
+			for _, b := range s.B {
+				if !measured[Pair{a, b}] {
+					m.Bandwidth[a][b] = min(m.Bandwidth[a][b], s.AB)
+				}
+				if !measured[Pair{b, a}] {
+					m.Bandwidth[b][a] = min(m.Bandwidth[b][a], s.BA)
+				}
+			}
+		}
+	}
+}
+
 // probeCut runs concurrent flows across the cut between side and the
 // other ranks and judges them (see judgeCut). When a segment limits a
 // direction, a second round measures its capacity again with the flows
@@ -169,36 +247,88 @@ func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := cutRound(ctx, p, cut, cut.Bytes, func(from, to int) float64 {
+	size := func(from, to int) int64 { return x.Bytes[from][to] }
+	rows, err := cutRound(ctx, p, cut, size, func(from, to int) float64 {
 		return float64(x.Bytes[from][to]) / bound.Bandwidth
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	segs, cut, err := shareCut(ctx, p, func() ([]byte, error) { return judgeCut(cut, rows, f) })
+	ab, ba := across(x, cut.A, cut.B), across(x, cut.B, cut.A)
+	segs, cut, err := shareCut(ctx, p, func() ([]byte, error) { return judgeCut(cut, rows, f, ab, ba) })
 	if err != nil || len(segs) == 0 {
 		return segs, cut, err
 	}
+	// The next rounds scale every flow so that each direction takes
+	// SegmentTime at the capacity found so far and pace it to 1.2 times
+	// that: a segment offered much more than it carries loses packets,
+	// so the first round underrates it. A direction whose flows kept
+	// their pace was not limited at that rate: it is offered 1.2 times
+	// more again (up to what the first round offered), at most
+	// cutRounds times in all.
+	t := cfg.SegmentTime.Seconds()
+	offerAB, offerBA := ab/bound.Bandwidth, ba/bound.Bandwidth
 	seg := segs[0]
-	flows := float64(len(cut.A) * len(cut.B))
-	bytes := int64(min(seg.AB, seg.BA) * cfg.SegmentTime.Seconds() / flows)
-	bytes = max(bytes, 16<<10)
-	rows, err = cutRound(ctx, p, cut, bytes, func(from, to int) float64 {
-		if slices.Contains(cut.A, from) {
-			return 1.2 * seg.AB / flows
+	for round := 0; round < cutRounds; round++ {
+		scaleAB, scaleBA := min(seg.AB/offerAB, 1)*t/bound.Bandwidth, min(seg.BA/offerBA, 1)*t/bound.Bandwidth
+		x2 := &collective.Exchange{Bytes: make([][]int64, f.Size())}
+		for i := range x2.Bytes {
+			x2.Bytes[i] = make([]int64, f.Size())
 		}
-		return 1.2 * seg.BA / flows
-	})
-	if err != nil {
-		return nil, nil, err
+		for _, a := range cut.A {
+			for _, b := range cut.B {
+				if x.Bytes[a][b] > 0 {
+					x2.Bytes[a][b] = max(int64(float64(x.Bytes[a][b])*scaleAB), minCutFlow)
+				}
+				if x.Bytes[b][a] > 0 {
+					x2.Bytes[b][a] = max(int64(float64(x.Bytes[b][a])*scaleBA), minCutFlow)
+				}
+			}
+		}
+		rows, err = cutRound(ctx, p, cut, func(from, to int) int64 { return x2.Bytes[from][to] }, func(from, to int) float64 {
+			return 1.2 * float64(x2.Bytes[from][to]) / t
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		ab2, ba2 := across(x2, cut.A, cut.B), across(x2, cut.B, cut.A)
+		prev := seg
+		if segs, cut, err = shareCut(ctx, p, func() ([]byte, error) { return remeasureCut(cut, prev, rows, f, ab2, ba2) }); err != nil {
+			return nil, nil, err
+		}
+		seg = segs[0]
+		// Kept its pace (within 10%) and more could be offered?
+		freeAB := seg.AB >= 0.9*1.2*prev.AB && 1.2*prev.AB < offerAB
+		freeBA := seg.BA >= 0.9*1.2*prev.BA && 1.2*prev.BA < offerBA
+		if !freeAB && !freeBA {
+			break
+		}
 	}
-	return shareCut(ctx, p, func() ([]byte, error) { return remeasureCut(cut, seg, rows, bytes, f) })
+	return []collective.Segment{seg}, cut, nil
 }
+
+// cutRounds bounds the rounds that measure a segment again.
+const cutRounds = 3
+
+// across is what the flows of x carry from the ranks of from to those of
+// to.
+func across(x *collective.Exchange, from, to []int) float64 {
+	s := 0.0
+	for _, a := range from {
+		for _, b := range to {
+			s += float64(x.Bytes[a][b])
+		}
+	}
+	return s
+}
+
+// minCutFlow is the smallest flow of the segment probe.
+const minCutFlow = 8 << 10
 
 // cutRound sends size bytes from this rank to every rank across the cut
 // (paced to rate(from, to) when p can pace), receives as much from each,
 // and gathers every rank's time at rank 0 (nil elsewhere).
-func cutRound(ctx context.Context, p Port, cut *CutProbe, size int64, rate func(from, to int) float64) ([][]byte, error) {
+func cutRound(ctx context.Context, p Port, cut *CutProbe, size func(from, to int) int64, rate func(from, to int) float64) ([][]byte, error) {
 	me := p.Rank()
 	other := cut.B
 	if slices.Contains(cut.B, me) {
@@ -217,7 +347,7 @@ func cutRound(ctx context.Context, p Port, cut *CutProbe, size int64, rate func(
 			}
 		}()
 	}
-	elapsed, err := runCut(ctx, p, other, size)
+	elapsed, err := runCut(ctx, p, other, func(peer int) int64 { return size(me, peer) }, func(peer int) int64 { return size(peer, me) })
 	if err != nil {
 		return nil, err
 	}
@@ -249,30 +379,31 @@ func shareCut(ctx context.Context, p Port, judge func() ([]byte, error)) ([]coll
 }
 
 // cutExchange sizes the flows across the cut so that they take about
-// cfg.SegmentTime at the NIC rates, and returns them with their bound.
+// cfg.SegmentTime at the NIC rates: the flow from a to b gets the smaller
+// of a's share of its egress (among the ranks across) and b's share of
+// its ingress, so that slow NICs do not set the time alone (a segment
+// would then hide behind them). It returns the flows with their bound;
+// cut.Bytes is the largest flow.
 func cutExchange(f *collective.Fabric, cut *CutProbe, cfg Config) (*collective.Exchange, collective.FabricBound, error) {
 	n := f.Size()
-	exchange := func(m int64) *collective.Exchange {
-		x := &collective.Exchange{Bytes: make([][]int64, n)}
-		for i := range x.Bytes {
-			x.Bytes[i] = make([]int64, n)
-		}
-		for _, a := range cut.A {
-			for _, b := range cut.B {
-				x.Bytes[a][b], x.Bytes[b][a] = m, m
-			}
-		}
-		return x
+	x := &collective.Exchange{Bytes: make([][]int64, n)}
+	for i := range x.Bytes {
+		x.Bytes[i] = make([]int64, n)
 	}
-	const unit = 1 << 20
-	b, err := f.Bound(exchange(unit))
-	if err != nil {
-		return nil, b, err
+	t := cfg.SegmentTime.Seconds()
+	flow := func(a, b int, fromSide, toSide []int) int64 {
+		share := min(f.Out(a)/float64(len(toSide)), f.In(b)/float64(len(fromSide)))
+		return min(max(int64(share*t), minCutFlow), 8*cfg.MaxBytes)
 	}
-	m := int64(float64(unit) * cfg.SegmentTime.Seconds() / b.Bandwidth)
-	cut.Bytes = min(max(m, 64<<10), 8*cfg.MaxBytes)
-	x := exchange(cut.Bytes)
-	b, err = f.Bound(x)
+	cut.Bytes = 0
+	for _, a := range cut.A {
+		for _, b := range cut.B {
+			x.Bytes[a][b] = flow(a, b, cut.A, cut.B)
+			x.Bytes[b][a] = flow(b, a, cut.B, cut.A)
+			cut.Bytes = max(cut.Bytes, x.Bytes[a][b], x.Bytes[b][a])
+		}
+	}
+	b, err := f.Bound(x)
 	cut.Bound = b.Seconds
 	return x, b, err
 }
@@ -280,8 +411,12 @@ func cutExchange(f *collective.Fabric, cut *CutProbe, cfg Config) (*collective.E
 // runCut sends size bytes to every rank of other and receives as much
 // from each, all at once, and returns how long this rank took to receive
 // everything, from the barrier that starts every rank together.
-func runCut(ctx context.Context, p Port, other []int, size int64) (float64, error) {
-	buf := make([]byte, size)
+func runCut(ctx context.Context, p Port, other []int, sendSize, recvSize func(peer int) int64) (float64, error) {
+	var largest int64
+	for _, peer := range other {
+		largest = max(largest, sendSize(peer))
+	}
+	buf := make([]byte, largest)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := p.Barrier(ctx); err != nil {
@@ -293,19 +428,25 @@ func runCut(ctx context.Context, p Port, other []int, size int64) (float64, erro
 	var last time.Time
 	var mu sync.Mutex
 	for _, peer := range other {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			if err := p.Send(ctx, peer, tagCut, buf); err != nil {
-				errs <- fmt.Errorf("sending to %d: %w", peer, err)
-				cancel()
-			}
-		}()
+		if sendSize(peer) > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.Send(ctx, peer, tagCut, buf[:sendSize(peer)]); err != nil {
+					errs <- fmt.Errorf("sending to %d: %w", peer, err)
+					cancel()
+				}
+			}()
+		}
+		if recvSize(peer) == 0 {
+			continue
+		}
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			got, err := p.Recv(ctx, peer, tagCut)
-			if err == nil && int64(len(got)) != size {
-				err = fmt.Errorf("%w: %d bytes, want %d", ErrProtocol, len(got), size)
+			if want := recvSize(peer); err == nil && int64(len(got)) != want {
+				err = fmt.Errorf("%w: %d bytes, want %d", ErrProtocol, len(got), want)
 			}
 			if err != nil {
 				errs <- fmt.Errorf("receiving from %d: %w", peer, err)
@@ -380,7 +521,7 @@ func firstStart(f *collective.Fabric, from, to []int) float64 {
 // of the cut a segment limits, and encodes the result for the others. A
 // direction not limited by a segment gets the capacity its NICs could
 // feed it: then it never binds.
-func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric) ([]byte, error) {
+func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, acrossAB, acrossBA float64) ([]byte, error) {
 	elapsed, paced, err := cutTimes(rows, f.Size())
 	if err != nil {
 		return nil, err
@@ -388,9 +529,8 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric) ([]byte, error
 	cut.Paced = paced
 	cut.AB, cut.BA = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
 	cut.Threshold = segmentThreshold(cut.Paced)
-	across := float64(cut.Bytes) * float64(len(cut.A)*len(cut.B))
 	found := false
-	capOf := func(t float64, from, to []int) float64 {
+	capOf := func(t float64, from, to []int, across float64) float64 {
 		if start := firstStart(f, from, to); t > cut.Threshold*cut.Bound && t > start {
 			found = true
 			return across / (t - start)
@@ -398,8 +538,8 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric) ([]byte, error
 		return feed(f, from, to)
 	}
 	seg := collective.Segment{Name: "cut", A: cut.A, B: cut.B}
-	seg.AB = capOf(cut.AB, cut.A, cut.B)
-	seg.BA = capOf(cut.BA, cut.B, cut.A)
+	seg.AB = capOf(cut.AB, cut.A, cut.B, acrossAB)
+	seg.BA = capOf(cut.BA, cut.B, cut.A, acrossBA)
 	var segs []collective.Segment
 	if found {
 		segs = []collective.Segment{seg}
@@ -409,21 +549,20 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric) ([]byte, error
 
 // remeasureCut takes, at rank 0, the capacity of each direction the first
 // round found limited from the second round (size bytes per flow).
-func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, size int64, f *collective.Fabric) ([]byte, error) {
+func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *collective.Fabric, acrossAB, acrossBA float64) ([]byte, error) {
 	elapsed, _, err := cutTimes(rows, f.Size())
 	if err != nil {
 		return nil, err
 	}
 	cut.AB2, cut.BA2 = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
-	across := float64(size) * float64(len(cut.A)*len(cut.B))
 	if fd := feed(f, cut.A, cut.B); seg.AB < fd {
 		if t := cut.AB2 - firstStart(f, cut.A, cut.B); t > 0 {
-			seg.AB = min(across/t, fd)
+			seg.AB = min(acrossAB/t, fd)
 		}
 	}
 	if fd := feed(f, cut.B, cut.A); seg.BA < fd {
 		if t := cut.BA2 - firstStart(f, cut.B, cut.A); t > 0 {
-			seg.BA = min(across/t, fd)
+			seg.BA = min(acrossBA/t, fd)
 		}
 	}
 	return encodeCut([]collective.Segment{seg}, cut)

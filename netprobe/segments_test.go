@@ -64,7 +64,7 @@ func TestJudgeCut(t *testing.T) {
 
 	// a->b (received by 2 and 3) took 0.3 s: a segment of about half the
 	// NICs' rate; b->a ended at the bound.
-	out, err := judgeCut(cut, cutRows([]float64{0.16, 0.155, 0.3, 0.28}, true), f)
+	out, err := judgeCut(cut, cutRows([]float64{0.16, 0.155, 0.3, 0.28}, true), f, across, across)
 	require.NoError(t, err)
 	segs, got := decodeCut(t, out)
 	require.True(t, got.Paced)
@@ -80,16 +80,16 @@ func TestJudgeCut(t *testing.T) {
 	// Unpaced flows get more slack: 1.5x the bound is still the NICs.
 	cut2 := *cut
 	cut2.AB, cut2.BA = 0, 0
-	out, err = judgeCut(&cut2, cutRows([]float64{0.2, 0.2, 0.225, 0.2}, false), f)
+	out, err = judgeCut(&cut2, cutRows([]float64{0.2, 0.2, 0.225, 0.2}, false), f, across, across)
 	require.NoError(t, err)
 	segs, got = decodeCut(t, out)
 	require.False(t, got.Paced)
 	require.Empty(t, segs)
 
 	// A row no rank sends.
-	_, err = judgeCut(cut, [][]byte{{1, 2}, {}, {}, {}}, f)
+	_, err = judgeCut(cut, [][]byte{{1, 2}, {}, {}, {}}, f, across, across)
 	require.ErrorIs(t, err, ErrProtocol)
-	_, err = judgeCut(cut, [][]byte{{1, 2}}, f)
+	_, err = judgeCut(cut, [][]byte{{1, 2}}, f, across, across)
 	require.ErrorIs(t, err, ErrProtocol)
 }
 

@@ -1,0 +1,445 @@
+package netprobe
+
+import (
+	"math"
+	"slices"
+	"sort"
+)
+
+// fabricPlan decides, at rank 0, the steps of flows of the fabric probe
+// and infers the pair rates from what they found.
+//
+// Every step is a set of flows in which every rank sends at most one and
+// receives at most one, and at most one flow leaves and one enters each
+// group (rankGroups): within a group no segment lies between the ranks,
+// and a segment between groups then carries one flow each way, which a
+// single flow alone would meet too. So a flow's rate is what the pair
+// reaches alone: min(sender's egress, receiver's ingress) on a switched
+// network.
+//
+// Each rank's egress is estimated as the fastest flow it sent, its
+// ingress as the fastest it received. An estimate is settled when it
+// cannot be an underestimate that matters: a flow from i to k slower than
+// k received from someone else was limited by i (i's egress is that
+// rate), and a flow from i at i's best to the fastest receiver there is
+// shows whatever i can send to anyone. The first step sends around a ring
+// in each group; the next ones (up to maxNICRounds) match the unsettled
+// senders with the fastest free receivers and the unsettled receivers
+// with the fastest free senders. A pair's rate is then its flow's, if it
+// was measured, else min(egress of i, ingress of j); it is in doubt when
+// the smaller side of that minimum is not settled, or when one of its
+// ends showed a flow slower than its ends three times (a network that is
+// not limited by NICs alone); pairs in doubt are measured themselves, in steps of
+// the same kind.
+type fabricPlan struct {
+	n      int
+	groups []int
+	cfg    Config
+	obs    map[Pair]float64
+	times  map[Pair]int       // how often each pair was measured
+	meas   map[Pair][]float64 // every measurement of each pair
+	out    []float64          // fastest flow sent
+	in     []float64          // fastest flow received
+	// irregular marks ranks that showed a flow much slower than both its
+	// ends: their pairs are measured, not inferred.
+	irrOut, irrIn []bool
+	// crossOut and crossIn are the fastest flows seen leaving and
+	// entering each group.
+	crossOut, crossIn map[int]float64
+	latency           [][]float64 // from the pings, when known
+	rounds            int
+	doubtSteps        int
+	last              []flowItem
+}
+
+func newFabricPlan(n int, groups []int, cfg Config) *fabricPlan {
+	return &fabricPlan{n: n, groups: groups, cfg: cfg, obs: map[Pair]float64{}, times: map[Pair]int{}, meas: map[Pair][]float64{},
+		out: make([]float64, n), in: make([]float64, n), irrOut: make([]bool, n), irrIn: make([]bool, n),
+		crossOut: map[int]float64{}, crossIn: map[int]float64{}}
+}
+
+// irregular: a flow slower than both its ends reach with others by this
+// factor has a limit of its own (noise on a busy machine slows flows by
+// up to 15%).
+const irregular = 1.25
+
+// settleTol: a flow slower than a rank's best by this factor was limited
+// by its other end.
+const settleTol = 1.1
+
+// step collects the flows of one step under its rules.
+type step struct {
+	p                 *fabricPlan
+	sends, recvs      []bool
+	crossOut, crossIn map[int]float64 // expected rates leaving, entering each group
+	pairs             map[Pair]bool
+	items             []flowItem
+}
+
+func (pl *fabricPlan) newStep() *step {
+	return &step{p: pl, sends: make([]bool, pl.n), recvs: make([]bool, pl.n),
+		crossOut: map[int]float64{}, crossIn: map[int]float64{}, pairs: map[Pair]bool{}}
+}
+
+// fits tells whether a flow from a to b can join the step: a sends
+// nothing yet, b receives nothing yet, b is not sending to a (the two
+// flows would share their connections' acknowledgements and their ends'
+// CPUs), and if it leaves a's group, what the step's flows are expected
+// to carry out of a's group and into b's stays within what a single flow
+// was seen to carry out of and into them (the segments between groups,
+// if any, carried that much; before any flow crossed, one flow at a
+// time).
+func (s *step) fits(a, b int) bool {
+	if a == b || s.sends[a] || s.recvs[b] || s.pairs[Pair{b, a}] {
+		return false
+	}
+	ga, gb := s.p.groups[a], s.p.groups[b]
+	if ga == gb {
+		return true
+	}
+	e := s.p.expect(a, b)
+	if used, busy := s.crossOut[ga]; busy && used+e > s.p.crossOut[ga] {
+		return false
+	}
+	if used, busy := s.crossIn[gb]; busy && used+e > s.p.crossIn[gb] {
+		return false
+	}
+	return true
+}
+
+func (s *step) add(a, b int, doubt bool) {
+	s.sends[a], s.recvs[b], s.pairs[Pair{a, b}] = true, true, true
+	if ga, gb := s.p.groups[a], s.p.groups[b]; ga != gb {
+		s.crossOut[ga] += s.p.expect(a, b)
+		s.crossIn[gb] += s.p.expect(a, b)
+	}
+	it := flowItem{A: a, B: b, Bytes: s.p.size(a, b), Doubt: doubt}
+	if s.p.latency != nil {
+		it.RTT = 2 * s.p.latency[a][b]
+	}
+	s.items = append(s.items, it)
+}
+
+// expect is the rate a flow from a to b is expected to have: what the
+// NICs showed, when the slower of them is settled; else infinite (it may
+// be faster than it showed).
+func (pl *fabricPlan) expect(a, b int) float64 {
+	out, in := pl.out[a], pl.in[b]
+	if out > 0 && in > 0 && (out <= in && pl.settledOut(a) || in <= out && pl.settledIn(b)) {
+		return min(out, in)
+	}
+	return math.Inf(1)
+}
+
+// size is the transfer size that should take flowTime at the rate the
+// flow is expected to have (0: unknown).
+func (pl *fabricPlan) size(a, b int) int64 {
+	rate := min(pl.out[a], pl.in[b])
+	if rate <= 0 {
+		return 0
+	}
+	return int64(rate * flowTime.Seconds())
+}
+
+// Next returns the next step, empty when done.
+func (pl *fabricPlan) Next() []flowItem {
+	var items []flowItem
+	switch {
+	case pl.rounds == 0:
+		items = pl.ring()
+	case pl.rounds < maxNICRounds:
+		items = pl.settle()
+	}
+	if len(items) > 0 {
+		pl.rounds++
+	} else {
+		pl.rounds = maxNICRounds
+		items = pl.doubts()
+	}
+	pl.last = items
+	return items
+}
+
+// ring sends from every rank to the next of its group, and around the
+// groups of one rank.
+func (pl *fabricPlan) ring() []flowItem {
+	s := pl.newStep()
+	members := map[int][]int{}
+	var gs []int
+	for r, g := range pl.groups {
+		if len(members[g]) == 0 {
+			gs = append(gs, g)
+		}
+		members[g] = append(members[g], r)
+	}
+	var singles []int
+	for _, g := range gs {
+		m := members[g]
+		if len(m) == 1 {
+			singles = append(singles, m[0])
+			continue
+		}
+		for k, a := range m {
+			s.add(a, m[(k+1)%len(m)], false)
+		}
+	}
+	if len(singles) > 1 {
+		for k, a := range singles {
+			if b := singles[(k+1)%len(singles)]; s.fits(a, b) {
+				s.add(a, b, false)
+			}
+		}
+	}
+	return s.items
+}
+
+// settledOut tells whether rank i's egress is known exactly: a flow from
+// i was slower than its receiver received from someone else, so i
+// limited it.
+func (pl *fabricPlan) settledOut(i int) bool {
+	if _, ok := pl.topOut(i); !ok {
+		return false
+	}
+	for d, r := range pl.obs {
+		if d.A == i && r > 0 && pl.in[d.B] >= settleTol*r && r*1.05 >= pl.out[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// settledIn is settledOut for rank j's ingress.
+func (pl *fabricPlan) settledIn(j int) bool {
+	if _, ok := pl.topIn(j); !ok {
+		return false
+	}
+	for d, r := range pl.obs {
+		if d.B == j && r > 0 && pl.out[d.A] >= settleTol*r && r*1.05 >= pl.in[j] {
+			return true
+		}
+	}
+	return false
+}
+
+// settle matches the unsettled senders, fastest first, with the fastest
+// free receivers they have not sent to, and the unsettled receivers with
+// the fastest free senders.
+func (pl *fabricPlan) settle() []flowItem {
+	s := pl.newStep()
+	byOut, byIn := pl.order(pl.out), pl.order(pl.in)
+	for _, a := range byOut {
+		if pl.settledOut(a) || s.sends[a] || pl.irrOut[a] {
+			continue
+		}
+		for _, b := range byIn {
+			if _, seen := pl.obs[Pair{a, b}]; !seen && s.fits(a, b) {
+				s.add(a, b, false)
+				break
+			}
+		}
+	}
+	for _, b := range byIn {
+		if pl.settledIn(b) || s.recvs[b] || pl.irrIn[b] {
+			continue
+		}
+		for _, a := range byOut {
+			if _, seen := pl.obs[Pair{a, b}]; !seen && s.fits(a, b) {
+				s.add(a, b, false)
+				break
+			}
+		}
+	}
+	if len(s.items) == 0 {
+		return nil
+	}
+	// The ranks left free measure pairs in doubt meanwhile.
+	for _, d := range pl.inDoubt() {
+		if s.fits(d.A, d.B) {
+			s.add(d.A, d.B, true)
+		}
+	}
+	return s.items
+}
+
+// order lists the ranks by decreasing rate, then increasing rank.
+func (pl *fabricPlan) order(rate []float64) []int {
+	o := make([]int, pl.n)
+	for i := range o {
+		o[i] = i
+	}
+	sort.SliceStable(o, func(a, b int) bool { return rate[o[a]] > rate[o[b]] })
+	return o
+}
+
+// inDoubt lists the pairs whose inferred rate is in doubt.
+func (pl *fabricPlan) inDoubt() []Pair {
+	so, si := make([]bool, pl.n), make([]bool, pl.n)
+	for r := 0; r < pl.n; r++ {
+		so[r], si[r] = pl.settledOut(r), pl.settledIn(r)
+	}
+	var out []Pair
+	again := map[Pair]bool{}
+	for r := 0; r < pl.n; r++ {
+		// An estimate that rests on one flow is measured again.
+		if d, ok := pl.topOut(r); !ok && d.A >= 0 && pl.times[d] < 3 {
+			again[d] = true
+		}
+		if d, ok := pl.topIn(r); !ok && d.A >= 0 && pl.times[d] < 3 {
+			again[d] = true
+		}
+	}
+	for d, ms := range pl.meas {
+		// Two measurements 10% apart: a third decides.
+		if len(ms) == 2 && max(ms[0], ms[1]) > settleTol*min(ms[0], ms[1]) {
+			again[d] = true
+		}
+	}
+	for i := 0; i < pl.n; i++ {
+		for j := 0; j < pl.n; j++ {
+			if i == j {
+				continue
+			}
+			if r, seen := pl.obs[Pair{i, j}]; seen {
+				// Measured once, and much slower than its ends: noise, or a
+				// limit of its own? Once more decides.
+				if again[Pair{i, j}] || pl.times[Pair{i, j}] < 3 && r > 0 && r*irregular < min(pl.out[i], pl.in[j]) {
+					out = append(out, Pair{i, j})
+				}
+				continue
+			}
+			if pl.irrOut[i] || pl.irrIn[j] || pl.out[i] <= 0 || pl.in[j] <= 0 {
+				out = append(out, Pair{i, j})
+				continue
+			}
+			okOut := pl.out[i] <= 1.05*pl.in[j] && so[i]
+			okIn := pl.in[j] <= 1.05*pl.out[i] && si[j]
+			if !okOut && !okIn {
+				out = append(out, Pair{i, j})
+			}
+		}
+	}
+	return out
+}
+
+// doubts packs the pairs in doubt into a step.
+func (pl *fabricPlan) doubts() []flowItem {
+	s := pl.newStep()
+	for _, d := range pl.inDoubt() {
+		if s.fits(d.A, d.B) {
+			s.add(d.A, d.B, true)
+		}
+	}
+	if len(s.items) > 0 {
+		pl.doubtSteps++
+	}
+	return s.items
+}
+
+// Done records the rates of the step Next returned last.
+func (pl *fabricPlan) Done(items []flowItem, rates []float64) {
+	for k, it := range items {
+		r := rates[k]
+		d := Pair{it.A, it.B}
+		if math.IsNaN(r) || r <= 0 {
+			pl.obs[d] = max(pl.obs[d], 0) // tried: not in doubt any more
+			pl.times[d] = 3
+			continue
+		}
+		if math.IsInf(r, 0) {
+			r = math.MaxFloat64 / 4
+		}
+		pl.times[d]++
+		pl.meas[d] = append(pl.meas[d], r)
+		pl.obs[d] = pairValue(pl.meas[d])
+		if ga, gb := pl.groups[it.A], pl.groups[it.B]; ga != gb {
+			pl.crossOut[ga] = max(pl.crossOut[ga], r)
+			pl.crossIn[gb] = max(pl.crossIn[gb], r)
+		}
+	}
+	clear(pl.out)
+	clear(pl.in)
+	for d, r := range pl.obs {
+		pl.out[d.A] = max(pl.out[d.A], r)
+		pl.in[d.B] = max(pl.in[d.B], r)
+	}
+	// A flow much slower than what both its ends reach with others, three
+	// times: the network is not limited by NICs alone around them.
+	for d, r := range pl.obs {
+		if pl.times[d] >= 3 && r*irregular < min(pl.out[d.A], pl.in[d.B]) {
+			pl.irrOut[d.A], pl.irrIn[d.B] = true, true
+		}
+	}
+}
+
+// pairValue is a pair's rate from its measurements: the faster of one or
+// two (noise on a busy machine slows flows), the median of three (two
+// that disagree by over 10% are measured a third time, so that one flow
+// a timer or a token bucket flattered does not stand for the pair).
+func pairValue(ms []float64) float64 {
+	if len(ms) <= 2 {
+		return slices.Max(ms)
+	}
+	s := slices.Clone(ms)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// topOut returns the pair that gives rank i its egress estimate, and
+// whether that estimate is confirmed: measured twice, or within 10% of
+// another pair's from i.
+func (pl *fabricPlan) topOut(i int) (Pair, bool) {
+	return pl.top(func(d Pair) bool { return d.A == i })
+}
+
+// topIn is topOut for rank j's ingress.
+func (pl *fabricPlan) topIn(j int) (Pair, bool) {
+	return pl.top(func(d Pair) bool { return d.B == j })
+}
+
+func (pl *fabricPlan) top(mine func(Pair) bool) (Pair, bool) {
+	best, second := Pair{-1, -1}, 0.0
+	bestR := 0.0
+	for d, r := range pl.obs {
+		if !mine(d) || r <= 0 {
+			continue
+		}
+		if r > bestR || r == bestR && (d.A < best.A || d.A == best.A && d.B < best.B) {
+			if bestR > 0 {
+				second = max(second, bestR)
+			}
+			best, bestR = d, r
+		} else {
+			second = max(second, r)
+		}
+	}
+	if best.A < 0 {
+		return best, false
+	}
+	return best, pl.times[best] >= 2 || second*settleTol >= bestR
+}
+
+// Rates returns the pair rates: min(egress of i, ingress of j) from the
+// NIC estimates, or the pair's own flow where it ran clearly slower than
+// that (a limit of its own; a flow a little slower met noise, which only
+// ever slows a flow, and the NICs, each the fastest of several flows,
+// are the steadier estimate). 0 on the diagonal and where nothing is
+// known (fixRates fills those).
+func (pl *fabricPlan) Rates() [][]float64 {
+	m := make([][]float64, pl.n)
+	for i := range m {
+		m[i] = make([]float64, pl.n)
+		for j := range m[i] {
+			if i == j {
+				continue
+			}
+			m[i][j] = min(pl.out[i], pl.in[j])
+			if r := pl.obs[Pair{i, j}]; r > 0 && r*irregular < m[i][j] && pl.times[Pair{i, j}] >= 3 {
+				m[i][j] = r
+			}
+			if m[i][j] >= math.MaxFloat64/8 {
+				m[i][j] = 0
+			}
+		}
+	}
+	return m
+}

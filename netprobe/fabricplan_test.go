@@ -1,0 +1,136 @@
+package netprobe
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// runFabricPlan drives a fabric plan against a network where a flow alone gets
+// rate(a, b), checking every step's rules, and returns the inferred rates,
+// the number of steps and of flows.
+func runFabricPlan(t *testing.T, n int, groups []int, rate func(a, b int) float64) ([][]float64, int, int) {
+	t.Helper()
+	pl := newFabricPlan(n, groups, Config{}.withDefaults())
+	steps, flows := 0, 0
+	maxOut, maxIn := map[int]float64{}, map[int]float64{}
+	for {
+		items := pl.Next()
+		if len(items) == 0 {
+			break
+		}
+		steps++
+		require.Less(t, steps, 4*n*n, "the plan does not end")
+		sends, recvs := map[int]bool{}, map[int]bool{}
+		crossOut, crossIn := map[int]float64{}, map[int]float64{}
+		flowsOut, flowsIn := map[int]int{}, map[int]int{}
+		rates := make([]float64, len(items))
+		for k, it := range items {
+			require.False(t, sends[it.A], "rank %d sends twice in a step", it.A)
+			require.False(t, recvs[it.B], "rank %d receives twice in a step", it.B)
+			sends[it.A], recvs[it.B] = true, true
+			if ga, gb := groups[it.A], groups[it.B]; ga != gb {
+				crossOut[ga] += rate(it.A, it.B)
+				crossIn[gb] += rate(it.A, it.B)
+				flowsOut[ga]++
+				flowsIn[gb]++
+				// Several flows leave (enter) a group at once only within
+				// what one flow was seen to carry out of (into) it.
+				require.True(t, flowsOut[ga] == 1 || crossOut[ga] <= 1.06*maxOut[ga], "flows out of group %d: %v", ga, items)
+				require.True(t, flowsIn[gb] == 1 || crossIn[gb] <= 1.06*maxIn[gb], "flows into group %d: %v", gb, items)
+			}
+			rates[k] = rate(it.A, it.B)
+		}
+		flows += len(items)
+		for k, it := range items {
+			if ga, gb := groups[it.A], groups[it.B]; ga != gb {
+				maxOut[ga] = max(maxOut[ga], rates[k])
+				maxIn[gb] = max(maxIn[gb], rates[k])
+			}
+		}
+		pl.Done(items, rates)
+	}
+	return pl.Rates(), steps, flows
+}
+
+func requireRates(t *testing.T, n int, got [][]float64, rate func(a, b int) float64) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			if i != j {
+				require.InDelta(t, rate(i, j), got[i][j], 1e-9*rate(i, j), "%d->%d", i, j)
+			}
+		}
+	}
+}
+
+// TestFabricPlanSwitch8: the NICs of switch8 (Mbit/s); every pair's rate
+// is min(egress, ingress), found in far fewer flows than pairs.
+func TestFabricPlanSwitch8(t *testing.T) {
+	out := []float64{400, 200, 100, 100, 50, 50, 20, 20}
+	in := []float64{400, 200, 100, 50, 100, 50, 40, 20}
+	rate := func(a, b int) float64 { return min(out[a], in[b]) }
+	got, steps, flows := runFabricPlan(t, 8, make([]int, 8), rate)
+	requireRates(t, 8, got, rate)
+	t.Logf("%d steps, %d flows for %d pairs", steps, flows, 8*7)
+	require.LessOrEqual(t, steps, 7)
+}
+
+// TestFabricPlanRacks32: the NICs and racks of bench/topologies/racks32
+// (Mbit/s): exact rates in a few steps, though at most one flow at a time
+// leaves or enters a rack before any crossed.
+func TestFabricPlanRacks32(t *testing.T) {
+	racks := [][][2]float64{
+		{{400, 400}, {200, 200}, {100, 100}, {100, 50}, {50, 100}, {50, 50}, {20, 40}, {20, 20}},
+		{{400, 200}, {200, 400}, {100, 100}, {100, 100}, {50, 50}, {40, 20}, {20, 20}, {20, 50}},
+		{{200, 200}, {200, 100}, {100, 200}, {100, 100}, {50, 50}, {50, 20}, {40, 40}, {20, 50}},
+		{{400, 400}, {200, 100}, {100, 100}, {50, 50}, {50, 100}, {40, 20}, {20, 20}, {20, 40}},
+	}
+	var out, in []float64
+	var groups []int
+	for g, r := range racks {
+		for _, h := range r {
+			out, in, groups = append(out, h[0]), append(in, h[1]), append(groups, g)
+		}
+	}
+	rate := func(a, b int) float64 { return min(out[a], in[b]) }
+	got, steps, flows := runFabricPlan(t, 32, groups, rate)
+	requireRates(t, 32, got, rate)
+	t.Logf("%d steps, %d flows for %d pairs", steps, flows, 32*31)
+	require.LessOrEqual(t, steps, 10)
+}
+
+// TestFabricPlanRandom: random NICs on random groups, and ties (every NIC
+// alike); inferred rates are exact.
+func TestFabricPlanRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	levels := []float64{20, 40, 50, 100, 200, 400}
+	for trial := 0; trial < 100; trial++ {
+		n := 2 + rng.IntN(30)
+		out, in, groups := make([]float64, n), make([]float64, n), make([]int, n)
+		k := 1 + rng.IntN(4)
+		for r := range out {
+			out[r], in[r] = levels[rng.IntN(len(levels))], levels[rng.IntN(len(levels))]
+			if trial%10 == 0 {
+				out[r], in[r] = 100, 100
+			}
+			groups[r] = rng.IntN(k)
+		}
+		rate := func(a, b int) float64 { return min(out[a], in[b]) }
+		got, steps, flows := runFabricPlan(t, n, groups, rate)
+		requireRates(t, n, got, rate)
+		if trial < 5 {
+			t.Logf("n=%d, %d groups: %d steps, %d flows for %d pairs", n, k, steps, flows, n*(n-1))
+		}
+	}
+}
+
+// TestFabricPlanIrregular: on links shaped pair by pair (not by NICs),
+// the flows contradict the NICs and the pairs are measured.
+func TestFabricPlanIrregular(t *testing.T) {
+	rates := []float64{2.5, 5, 10, 20}
+	rate := func(i, j int) float64 { return rates[(i+2*j)%len(rates)] }
+	got, _, _ := runFabricPlan(t, 4, make([]int, 4), rate)
+	requireRates(t, 4, got, rate)
+}

@@ -1,0 +1,395 @@
+package netprobe
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// The fabric probe (MethodFabric, the default) measures what the fabric
+// model needs instead of every ordered pair: every rank's latency to
+// every other from tiny round trips, each NIC's egress and ingress
+// capacity from steps of concurrent flows that cannot share a bottleneck,
+// and (in Probe) the shared segments across the groups of ranks. A pair's
+// rate is then inferred, min(egress of its sender, ingress of its
+// receiver), and measured only when that inference is in doubt.
+
+// Probing methods (Config.Method).
+const (
+	// MethodFabric measures NICs and segments and infers the pair rates.
+	MethodFabric = "fabric"
+	// MethodPairwise measures every ordered pair in a round-robin
+	// tournament (HETCOMM_PROBE=pairwise).
+	MethodPairwise = "pairwise"
+)
+
+// FlowRecord is one flow of the fabric probe: Rate is what A sent to B
+// (bytes per second) in step Step, at the same time as the step's other
+// flows, which shared no rank and crossed no group boundary in the same
+// direction as another.
+type FlowRecord struct {
+	Step int     `json:"step"`
+	A    int     `json:"a"`
+	B    int     `json:"b"`
+	Rate float64 `json:"rate"`
+	// Doubt says the flow was measured because its inferred rate was in
+	// doubt (after the rounds that measure the NICs).
+	Doubt bool `json:"doubt,omitempty"`
+}
+
+// flowTime is how long the largest transfer of a fabric-probe flow should
+// take: shorter than the tournament's (Config.MinTime), since every flow
+// runs at the same time as the others of its step, and the rate is taken
+// from the fastest of two repetitions.
+const flowTime = 80 * time.Millisecond
+
+// maxNICRounds bounds the steps that measure the NICs (the first, then
+// those planned from what it found); what is still in doubt after them is
+// measured pair by pair.
+const maxNICRounds = 5
+
+// rankGroups assigns every rank to a group: the hints (Config.Cuts, which
+// comm fills with the ranks of each subnet) where they are disjoint, one
+// group for the ranks no hint names. Flows inside a group share no
+// segment; between groups they may.
+func rankGroups(n int, hints [][]int) []int {
+	g := make([]int, n)
+	for r := range g {
+		g[r] = -1
+	}
+	next := 0
+	for _, h := range hints {
+		used := false
+		for _, r := range h {
+			if r >= 0 && r < n && g[r] < 0 {
+				g[r], used = next, true
+			}
+		}
+		if used {
+			next++
+		}
+	}
+	for r := range g {
+		if g[r] < 0 {
+			g[r] = next
+		}
+	}
+	return g
+}
+
+// probeFabric measures the latencies and the NICs of the ranks and
+// assembles a model whose rates are measured or inferred (see
+// fabricPlan). It is collective; every rank returns the same result.
+func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
+	cfg = cfg.withDefaults()
+	n, me := p.Size(), p.Rank()
+	start := time.Now()
+	r := &row{Rank: me, Latency: make([]float64, n), Bandwidth: make([]float64, n)}
+	buf := make([]byte, cfg.MaxBytes)
+	var sendS, recvS []Sample
+	if err := p.Barrier(ctx); err != nil {
+		return nil, err
+	}
+	base := time.Now()
+	// Latencies: every pair once, in the rounds of a tournament, without
+	// barriers (the tiny messages of one round cannot share a bottleneck
+	// to any extent that matters, and each pair waits for its own ends).
+	for ri, round := range Tournament(n) {
+		for _, pr := range round {
+			if pr.A != me && pr.B != me {
+				continue
+			}
+			peer := pr.B
+			if pr.B == me {
+				peer = pr.A
+			}
+			t0 := time.Since(base).Seconds()
+			for _, sender := range []int{pr.A, pr.B} {
+				if sender == me {
+					rtt, ss, err := ping(ctx, p, peer, cfg, buf)
+					if err != nil {
+						return nil, fmt.Errorf("netprobe: pinging %d->%d: %w", me, peer, err)
+					}
+					r.Latency[peer] = rtt / 2
+					sendS = append(sendS, ss...)
+				} else {
+					rs, err := echo(ctx, p, peer, buf)
+					if err != nil {
+						return nil, fmt.Errorf("netprobe: echoing %d->%d: %w", peer, me, err)
+					}
+					recvS = append(recvS, rs...)
+				}
+			}
+			if pr.A == 0 || pr.B == 0 {
+				off, err := clockOffset(ctx, p, me, peer, cfg)
+				if err != nil {
+					return nil, fmt.Errorf("netprobe: clock offset with %d: %w", peer, err)
+				}
+				if me != 0 {
+					r.Offset = off
+				}
+			}
+			r.Pairs = append(r.Pairs, PairRecord{Rank: me, A: pr.A, B: pr.B, Round: ri, Start: t0, End: time.Since(base).Seconds()})
+		}
+	}
+	r.Send = overhead(sendS)
+	r.Recv = overhead(recvS)
+	mine, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := p.Gather(ctx, 0, mine)
+	if err != nil {
+		return nil, err
+	}
+	var res *Result
+	var plan *fabricPlan
+	if me == 0 {
+		if res, err = assemble(rows, n); err != nil {
+			return nil, err
+		}
+		m := res.Model
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				l := min(m.Latency[i][j], m.Latency[j][i])
+				if l == 0 {
+					l = max(m.Latency[i][j], m.Latency[j][i])
+				}
+				m.Latency[i][j], m.Latency[j][i] = l, l
+			}
+		}
+		plan = newFabricPlan(n, rankGroups(n, cfg.Cuts), cfg)
+		plan.latency = m.Latency
+	}
+	// Flows may be larger than a sweep's transfers (flowTime at 400
+	// Mbit/s is 4 MB).
+	flows, err := runFlows(ctx, p, plan, cfg, make([]byte, 2*cfg.MaxBytes))
+	if err != nil {
+		return nil, err
+	}
+	var dir []byte
+	if me == 0 {
+		m := res.Model
+		m.Bandwidth = plan.Rates()
+		fixRates(m)
+		res.Flows = flows
+		res.Seconds = time.Since(start).Seconds()
+		if dir, err = json.Marshal(res); err != nil {
+			return nil, err
+		}
+	}
+	if dir, err = p.Bcast(ctx, 0, dir); err != nil {
+		return nil, err
+	}
+	return DecodeResult(dir, n)
+}
+
+// ping measures the round trip of tiny messages to peer (which echoes),
+// and sends a few small ones for the send overhead. It returns the
+// shortest round trip and the Send calls' times.
+func ping(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (float64, []Sample, error) {
+	rtt := math.Inf(1)
+	var sends []Sample
+	sizes := []int{1, 1, 1, 1 << 10, 4 << 10}
+	for k := 3; k < min(cfg.PingReps, 6); k++ {
+		sizes = append(sizes, 1)
+	}
+	for _, m := range sizes {
+		t0 := time.Now()
+		if err := p.Send(ctx, peer, tagData, buf[:m]); err != nil {
+			return 0, nil, err
+		}
+		t1 := time.Now()
+		if _, err := p.Recv(ctx, peer, tagAck); err != nil {
+			return 0, nil, err
+		}
+		sends = append(sends, Sample{int64(m), t1.Sub(t0).Seconds()})
+		if m == 1 {
+			rtt = min(rtt, time.Since(t0).Seconds())
+		}
+	}
+	if err := p.Send(ctx, peer, tagData, nil); err != nil {
+		return 0, nil, err
+	}
+	return rtt, sends, nil
+}
+
+// flowItem is one flow of a step and the size its transfers should have
+// (0: unknown, measureFlow finds it).
+type flowItem struct {
+	A, B  int
+	Bytes int64
+	Doubt bool
+	// RTT is the pair's round trip of tiny messages from the pings (a
+	// minimum over several), which the flow's own pings can only lower.
+	RTT float64
+}
+
+// runFlows runs the steps rank 0's plan (nil elsewhere) decides, one at a
+// time: every rank sends at most one flow and receives at most one, and
+// the senders' rates are gathered at rank 0. It returns the flows at rank
+// 0 (nil elsewhere).
+func runFlows(ctx context.Context, p Port, plan *fabricPlan, cfg Config, buf []byte) ([]FlowRecord, error) {
+	me := p.Rank()
+	var records []FlowRecord
+	for step := 0; ; step++ {
+		var msg []byte
+		if me == 0 {
+			var err error
+			if msg, err = json.Marshal(plan.Next()); err != nil {
+				return nil, err
+			}
+		}
+		msg, err := p.Bcast(ctx, 0, msg)
+		if err != nil {
+			return nil, err
+		}
+		var items []flowItem
+		if err := json.Unmarshal(msg, &items); err != nil {
+			return nil, fmt.Errorf("netprobe: flow step: %w", err)
+		}
+		if len(items) == 0 {
+			return records, nil
+		}
+		rate := 0.0
+		var wg sync.WaitGroup
+		var sendErr, recvErr error
+		for _, it := range items {
+			switch me {
+			case it.A:
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					f, err := measureFlow(ctx, p, it.B, cfg, buf, it.Bytes, it.RTT)
+					if err != nil {
+						sendErr = fmt.Errorf("netprobe: flow %d->%d: %w", me, it.B, err)
+						return
+					}
+					rate = f
+				}()
+			case it.B:
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := echo(ctx, p, it.A, buf); err != nil {
+						recvErr = fmt.Errorf("netprobe: flow %d->%d: %w", it.A, me, err)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		if sendErr != nil {
+			return nil, sendErr
+		}
+		if recvErr != nil {
+			return nil, recvErr
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(rate))
+		rows, err := p.Gather(ctx, 0, b[:])
+		if err != nil {
+			return nil, err
+		}
+		if me != 0 {
+			continue
+		}
+		got := make([]float64, len(items))
+		for k, it := range items {
+			if len(rows[it.A]) != 8 {
+				return nil, fmt.Errorf("%w: rank %d sent a malformed rate", ErrProtocol, it.A)
+			}
+			got[k] = math.Float64frombits(binary.LittleEndian.Uint64(rows[it.A]))
+			records = append(records, FlowRecord{Step: step, A: it.A, B: it.B, Rate: got[k], Doubt: it.Doubt})
+		}
+		plan.Done(items, got)
+	}
+}
+
+// measureFlow measures the rate to peer (which echoes) on large
+// transfers (the round trip of tiny messages, the smaller of knownRTT
+// and two of its own, is taken off each: a ping that waited for a busy
+// CPU would flatter the rate): a quarter-size transfer warms the connection up and sizes
+// the transfers to take flowTime at the rate it shows (when largest is
+// off by twice, or unknown), then three transfers of that size; the rate
+// is the size over their median time less the tiny round trip (as
+// measureRate: the median is steadier on a busy machine than the fastest,
+// which a token bucket's burst or a late timer can flatter).
+func measureFlow(ctx context.Context, p Port, peer int, cfg Config, buf []byte, largest int64, knownRTT float64) (float64, error) {
+	rtt := math.Inf(1)
+	if knownRTT > 0 {
+		rtt = knownRTT
+	}
+	for i := 0; i < 2; i++ {
+		t0 := time.Now()
+		if err := p.Send(ctx, peer, tagData, buf[:1]); err != nil {
+			return 0, err
+		}
+		if _, err := p.Recv(ctx, peer, tagAck); err != nil {
+			return 0, err
+		}
+		rtt = min(rtt, time.Since(t0).Seconds())
+	}
+	send := func(m int64) (float64, error) {
+		t0 := time.Now()
+		if err := p.Send(ctx, peer, tagData, buf[:m]); err != nil {
+			return 0, err
+		}
+		if _, err := p.Recv(ctx, peer, tagAck); err != nil {
+			return 0, err
+		}
+		return time.Since(t0).Seconds() - rtt, nil
+	}
+	maxBytes := int64(len(buf))
+	floor := min(cfg.MinLargest, maxBytes)
+	target := flowTime.Seconds()
+	if largest <= 0 {
+		largest = floor
+	}
+	largest = min(max(largest, floor), maxBytes)
+	sizeFor := func(m int64, t float64) int64 {
+		if t <= 0 {
+			return maxBytes
+		}
+		return min(max(int64(float64(m)/t*target), floor), maxBytes)
+	}
+	// Warm up on a quarter of the expected size, then grow at most 4x a
+	// transfer until one takes half the target: a small transfer rides a
+	// token bucket's burst and the socket buffers, and a size sized from
+	// it alone could take seconds on a slow link (and queue everything
+	// else this rank sends behind it).
+	warm := largest / 4
+	m := warm
+	for {
+		t, err := send(m)
+		if err != nil {
+			return 0, err
+		}
+		if t >= target/2 || m >= maxBytes {
+			largest = min(sizeFor(m, t), 4*m)
+			break
+		}
+		m = min(4*m, maxBytes)
+	}
+	var times []float64
+	for rep := 0; rep < 3; rep++ {
+		t, err := send(largest)
+		if err != nil {
+			return 0, err
+		}
+		times = append(times, t)
+	}
+	if err := p.Send(ctx, peer, tagData, nil); err != nil {
+		return 0, err
+	}
+	med := collective.Median(times)
+	if med <= 0 {
+		return math.Inf(1), nil
+	}
+	return float64(largest) / med, nil
+}
