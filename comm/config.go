@@ -82,9 +82,9 @@ type Config struct {
 	RefreshShare float64
 
 	// Heartbeat is the interval of liveness probes: a heartbeat on every
-	// link idle for this long, and a pulse (an authenticated datagram on
-	// a socket of its own, which no payload delays) to every peer at
-	// least this often. 0 means 1 s; negative disables heartbeats, pulses
+	// link idle for this long, and four pulses (authenticated datagrams
+	// on a socket of their own, which no payload delays) to every peer
+	// per Heartbeat. 0 means 1 s; negative disables heartbeats, pulses
 	// and silence detection.
 	Heartbeat time.Duration
 	// FailAfter declares a peer failed when nothing of its own arrived
@@ -95,7 +95,9 @@ type Config struct {
 	// peer is still heard through its pulses while its messages wait on
 	// a congested link. Where no pulse ever arrived from a peer (UDP
 	// filtered between them), a message under way from it may go without
-	// a byte for 4 times FailAfter. 0 means 5 s. See docs/liveness.md.
+	// a byte for 4 times FailAfter; a peer not heard from at all since
+	// this rank started (still connecting) gets the start-up timeout. 0
+	// means 5 s. See docs/liveness.md.
 	FailAfter time.Duration
 	// OpTimeout bounds every blocking operation whose context has no
 	// deadline of its own: a collective that some rank never joins fails

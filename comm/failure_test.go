@@ -72,8 +72,11 @@ func TestSilentPeerDetected(t *testing.T) {
 		c.Heartbeat = 20 * time.Millisecond
 		c.FailAfter = 200 * time.Millisecond
 	})
-	// Rank 1 stops sending heartbeats but keeps its links open: a hung host.
+	// Rank 1 stops sending heartbeats but keeps its links open: a hung
+	// host, once the world runs (rank 0 heard from it: a peer never heard
+	// from may still be starting, and gets the start-up timeout).
 	w1 := comms[1].w
+	require.Eventually(t, comms[0].w.started[1].Load, 30*time.Second, time.Millisecond)
 	close(w1.quit)
 	start := time.Now()
 	_, _, err := comms[0].Recv(context.Background(), 1, 0)
@@ -104,6 +107,7 @@ func TestSilentRule(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		busy, pulses  bool
+		unheard       bool
 		counts, moved bool
 		quiet         time.Duration
 		want          time.Duration
@@ -117,9 +121,12 @@ func TestSilentRule(t *testing.T) {
 		{name: "mid-message, stalled, no pulses ever", busy: true, counts: true, quiet: fa + time.Second},
 		{name: "mid-message, stalled long, no pulses ever", busy: true, counts: true, quiet: stallFactor*fa + time.Second, want: stallFactor * fa},
 		{name: "mid-message on mem", busy: true, pulses: true, quiet: time.Hour},
+		{name: "not heard from since the start", counts: true, unheard: true, quiet: fa + time.Second},
+		{name: "not heard from since the start-up timeout", counts: true, unheard: true, quiet: time.Minute + time.Second, want: time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWorld(&bootstrap.Bootstrap{Rank: 0, Size: 2}, Config{FailAfter: fa, Heartbeat: time.Second})
+			w := newWorld(&bootstrap.Bootstrap{Rank: 0, Size: 2, Timeout: time.Minute}, Config{FailAfter: fa, Heartbeat: time.Second})
+			w.started[1].Store(!tc.unheard)
 			var l transport.Link = plainLink{}
 			if tc.counts {
 				pl := &progressLink{n: 100}

@@ -234,7 +234,7 @@ func (w *world) commOfCtx(ctxID uint32) *Comm {
 // no byte of a message under way and no pulse. Pulses are small
 // authenticated datagrams on a socket of their own (transport.Pulses),
 // which nothing queues in front of: a live peer is heard every
-// Heartbeat/pulsesPerHeartbeat to Heartbeat even while its link is
+// Heartbeat/pulsesPerHeartbeat even while its link is
 // stalled behind a large message on a congested TCP flow, and a stopped
 // or hung one (whose kernel may still acknowledge and deliver what its
 // sockets hold) is not heard at all. Where no pulse ever arrived from a
@@ -243,15 +243,16 @@ func (w *world) commOfCtx(ctxID uint32) *Comm {
 // congested TCP flow whose retransmission timeouts double (1, 2, 4 s...)
 // can, while its sender's heartbeats wait behind it on the same stream.
 
-// pulsesPerHeartbeat: the heartbeat loop ticks this often per Heartbeat.
-// At every tick it checks for silent peers, and sends a pulse to the
-// peers that it is sending to or has recently sent a large message to
-// (whose link may be stalled); at every Heartbeat to every peer.
+// pulsesPerHeartbeat: the heartbeat loop ticks this often per Heartbeat;
+// at every tick it sends every peer a pulse and checks for silent peers.
+// Four pulses a Heartbeat make a run of lost pulses too unlikely to fail
+// a live peer: with 20% of datagrams lost, all 20 pulses of FailAfter
+// are lost with probability 1e-14 (5 in a row, with one a Heartbeat:
+// 2.5e-4, while an idle pair's TCP link can be in retransmission
+// back-off for as long: with one a Heartbeat to idle peers, a live rank
+// was failed once on a switch8 testbed losing 19% of packets, probably
+// so).
 const pulsesPerHeartbeat = 4
-
-// bulkSend is the payload from which a send makes its peer's pulses
-// frequent for a while (stallFactor x FailAfter after it ended).
-const bulkSend = 64 << 10
 
 // stallFactor: where no pulse arrives from a peer, a large message from
 // it under way may go without a byte this many times FailAfter before
@@ -332,8 +333,11 @@ func (w *world) setPulsePeer(peer int, c control) {
 
 // onPulse is the pulse socket's report of a valid pulse from src.
 func (w *world) onPulse(src int) {
+	now := time.Now().UnixNano()
+	w.lastPulse[src].Store(now)
 	w.pulseSeen[src].Store(true)
-	heard(&w.lastRecv[src], time.Now().UnixNano())
+	w.started[src].Store(true)
+	heard(&w.lastRecv[src], now)
 }
 
 // heard moves *last forward to t (unix nanos), never back.
@@ -347,7 +351,7 @@ func heard(last *atomic.Int64, t int64) {
 }
 
 // heartbeatLoop keeps idle links alive, sends pulses and declares silent
-// peers failed.
+// peers failed. It only ever waits pulseWriteWait for a pulse to leave.
 func (w *world) heartbeatLoop() {
 	defer w.wg.Done()
 	t := time.NewTicker(w.cfg.Heartbeat / pulsesPerHeartbeat)
@@ -360,6 +364,9 @@ func (w *world) heartbeatLoop() {
 		case now = <-t.C:
 		}
 		full := tick%pulsesPerHeartbeat == 0
+		if w.pulses != nil {
+			_ = w.pulses.SetWriteDeadline(now.Add(pulseWriteWait))
+		}
 		for p, l := range w.links {
 			if l == nil || w.isFailed(p) {
 				continue
@@ -375,15 +382,33 @@ func (w *world) heartbeatLoop() {
 					}
 				}(p, l)
 			}
-			if w.pulses != nil && (full || w.sending[p].Load() > 0 ||
-				now.UnixNano()-w.lastBulk[p].Load() < int64(stallFactor*w.cfg.FailAfter)) {
+			if w.pulses != nil {
 				_ = w.pulses.Send(p) // a lost pulse is followed by the next
 			}
 			if limit := w.silent(p, l, now); limit > 0 {
+				w.log.Warn("comm: peer silent", "peer", p, "limit", limit,
+					"heard", now.Sub(time.Unix(0, w.lastRecv[p].Load())),
+					"pulse", w.sincePulse(p, now), "midMessage", w.busySince[p].Load() != 0)
 				w.markFailed(p, &failure{msg: fmt.Sprintf("silent for more than %v", limit)}, true)
 			}
 		}
 	}
+}
+
+// pulseWriteWait bounds a tick's pulses' wait for room in the socket's
+// buffer: a pulse that cannot leave at once is lost, another follows.
+const pulseWriteWait = 50 * time.Millisecond
+
+// sincePulse describes, for the log, how long ago the last pulse from
+// peer came.
+func (w *world) sincePulse(peer int, now time.Time) string {
+	switch {
+	case w.pulses == nil:
+		return "no pulses here"
+	case !w.pulseSeen[peer].Load():
+		return "none ever"
+	}
+	return now.Sub(time.Unix(0, w.lastPulse[peer].Load())).String()
 }
 
 // silent reports whether peer is silent, and after how long a silence:
@@ -392,7 +417,10 @@ func (w *world) heartbeatLoop() {
 // longer than FailAfter; or, while a message from it is under way and
 // no pulse ever came from it, no byte for stallFactor times that. On a
 // link that does not count (mem, which delivers whole messages) a
-// message under way counts as life. Only the heartbeat loop calls it.
+// message under way counts as life. A peer that has not been heard from
+// at all since this rank started may still be connecting to the others
+// (a lost SYN is retried after 1, 3, 7 s): its bound is the start-up
+// timeout. Only the heartbeat loop calls it.
 func (w *world) silent(peer int, l transport.Link, now time.Time) (limit time.Duration) {
 	n, counts := transport.Progress(l)
 	if counts && n != w.lastProgress[peer] {
@@ -401,6 +429,9 @@ func (w *world) silent(peer int, l transport.Link, now time.Time) (limit time.Du
 		return 0
 	}
 	limit = w.cfg.FailAfter
+	if !w.started[peer].Load() && w.boot != nil {
+		limit = max(limit, w.boot.Timeout)
+	}
 	if w.busySince[peer].Load() != 0 {
 		if !counts {
 			return 0

@@ -72,13 +72,13 @@ type world struct {
 	// if it could not be opened; set before the read loops start.
 	pulses *transport.Pulses
 	// pulseSeen: a pulse from the peer arrived, so pulses reach this
-	// rank from it (liveness.go, silent).
+	// rank from it (liveness.go, silent); lastPulse: when the last one
+	// did (unix nanos).
 	pulseSeen []atomic.Bool
-	// sending counts the sends to the peer under way; lastBulk is when
-	// the last large one to it ended (unix nanos): while its bytes may
-	// still be on their way, the peer gets pulses more often.
-	sending  []atomic.Int32
-	lastBulk []atomic.Int64
+	lastPulse []atomic.Int64
+	// started: something (a message, a pulse) came from the peer since
+	// this rank's start, so it is past its own start-up (liveness.go).
+	started []atomic.Bool
 
 	// activity counts the messages sent and received other than the
 	// refresher's and heartbeats (refresh.go).
@@ -123,8 +123,8 @@ func newWorld(boot *bootstrap.Bootstrap, cfg Config) *world {
 		busySince:    make([]atomic.Int64, n),
 		lastProgress: make([]uint64, n),
 		pulseSeen:    make([]atomic.Bool, n),
-		sending:      make([]atomic.Int32, n),
-		lastBulk:     make([]atomic.Int64, n),
+		lastPulse:    make([]atomic.Int64, n),
+		started:      make([]atomic.Bool, n),
 		epoch:        time.Now(),
 		quit:         make(chan struct{}),
 	}
@@ -378,6 +378,7 @@ func (w *world) readLoop(peer int, l transport.Link) {
 		}
 		w.busySince[peer].Store(0)
 		heard(&w.lastRecv[peer], time.Now().UnixNano())
+		w.started[peer].Store(true)
 		h := m.Header
 		if h.Type != transport.MsgHeartbeat && !isRefreshCtx(h.Comm) {
 			w.activity.Add(1)
@@ -432,15 +433,10 @@ func (w *world) sendParts(ctx context.Context, peer int, h transport.Header, hea
 		return &RankError{Rank: peer, Err: why}
 	}
 	var err error
-	w.sending[peer].Add(1)
 	if len(tail) == 0 {
 		err = w.links[peer].Send(ctx, h, head)
 	} else {
 		err = transport.SendParts(ctx, w.links[peer], h, head, tail)
-	}
-	w.sending[peer].Add(-1)
-	if len(head)+len(tail) >= bulkSend {
-		w.lastBulk[peer].Store(time.Now().UnixNano())
 	}
 	if err != nil {
 		if ctx.Err() != nil {

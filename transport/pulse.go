@@ -172,9 +172,13 @@ func (p *Pulses) HasPeer(rank int) bool {
 	return p.peers[rank] != nil
 }
 
-// Send sends one pulse to rank. It never blocks for long: a pulse that
-// the socket cannot take at once is lost (another follows). Without
-// SetPeer for rank it does nothing and returns nil.
+// SetWriteDeadline bounds the wait of the following Sends for room in
+// the socket's buffer (net.Conn's SetWriteDeadline).
+func (p *Pulses) SetWriteDeadline(t time.Time) error { return p.conn.SetWriteDeadline(t) }
+
+// Send sends one pulse to rank. It waits for room in the socket's buffer
+// at most until the write deadline (SetWriteDeadline). Without SetPeer
+// for rank it does nothing and returns nil.
 func (p *Pulses) Send(rank int) error {
 	p.mu.Lock()
 	pp := p.peers[rank]
@@ -186,14 +190,10 @@ func (p *Pulses) Send(rank int) error {
 	pp.mac.Lock()
 	b := pp.buf[:]
 	p.seal(b, p.cfg.Rank, rank, pp.counter.Add(1), d.nonce[:])
-	_ = p.conn.SetWriteDeadline(time.Now().Add(pulseWriteWait))
 	_, err := p.conn.WriteToUDP(b, d.addr)
 	pp.mac.Unlock()
 	return err
 }
-
-// pulseWriteWait bounds a pulse's wait for room in the socket's buffer.
-const pulseWriteWait = 50 * time.Millisecond
 
 // seal writes a pulse from src to dst into b.
 func (p *Pulses) seal(b []byte, src, dst int, counter uint64, nonce []byte) {
