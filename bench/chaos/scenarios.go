@@ -165,6 +165,12 @@ func (s *suite) signalTrial(sig syscall.Signal, op, tr string, r *rand.Rand) out
 		}
 	}
 	s.judge(&o)
+	if o.late {
+		for _, i := range survivors {
+			ev := c.final[i]
+			o.note("victim %d; after %v, %s", victim, time.Duration(ev.T-ts.UnixNano()).Round(100*time.Millisecond), ev.describe())
+		}
+	}
 	return o
 }
 
