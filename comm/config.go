@@ -90,8 +90,9 @@ type Config struct {
 	// FailAfter declares a peer failed when nothing of its own arrived
 	// from it for this long: no message, heartbeat or pulse, no byte of a
 	// message under way. A stopped or hung peer is so failed, on every
-	// transport and whatever its links were doing, FailAfter to FailAfter
-	// + Heartbeat/4 after it went silent (5-5.25 s by default): a live
+	// transport and whatever its links were doing, at most FailAfter +
+	// Heartbeat/2 after it stopped (5.5 s by default), plus the time the
+	// network takes to deliver what its sockets still held: a live
 	// peer is still heard through its pulses while its messages wait on
 	// a congested link. Where no pulse ever arrived from a peer (UDP
 	// filtered between them), a message under way from it may go without
