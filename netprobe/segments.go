@@ -209,14 +209,33 @@ func groupCuts(n int, hints [][]int, hosts []string) [][]int {
 }
 
 // capInferred caps the rates the fabric probe inferred (not measured) by
-// the capacity of every segment on the pair's way.
+// the capacity of every segment on the pair's way. A segment carried the
+// fastest single flow measured across it, so its capacity is at least
+// that (the segment probe may underrate it on a busy machine).
 func capInferred(res *Result, segs []collective.Segment) {
 	measured := map[Pair]bool{}
 	for _, f := range res.Flows {
 		measured[Pair{f.A, f.B}] = true
 	}
 	m := res.Model
-	for _, s := range segs {
+	for i := range segs {
+		s := &segs[i]
+		inA := map[int]bool{}
+		for _, a := range s.A {
+			inA[a] = true
+		}
+		inB := map[int]bool{}
+		for _, b := range s.B {
+			inB[b] = true
+		}
+		for _, f := range res.Flows {
+			switch {
+			case inA[f.A] && inB[f.B]:
+				s.AB = max(s.AB, f.Rate)
+			case inB[f.A] && inA[f.B]:
+				s.BA = max(s.BA, f.Rate)
+			}
+		}
 		for _, a := range s.A {
 			for _, b := range s.B {
 				if !measured[Pair{a, b}] {
@@ -379,11 +398,14 @@ func shareCut(ctx context.Context, p Port, judge func() ([]byte, error)) ([]coll
 }
 
 // cutExchange sizes the flows across the cut so that they take about
-// cfg.SegmentTime at the NIC rates: the flow from a to b gets the smaller
-// of a's share of its egress (among the ranks across) and b's share of
-// its ingress, so that slow NICs do not set the time alone (a segment
-// would then hide behind them). It returns the flows with their bound;
-// cut.Bytes is the largest flow.
+// cfg.SegmentTime at the NIC rates. Every rank sends to cutFanout ranks
+// across (fewer flows than every pair: hundreds of concurrent flows on a
+// busy machine measure its CPUs), the fastest senders to the fastest
+// receivers, round robin; each flow gets the smaller of its sender's
+// share of its egress and its receiver's share of its ingress, so that
+// slow NICs do not set the time alone (a segment would then hide behind
+// them). It returns the flows with their bound; cut.Bytes is the largest
+// flow.
 func cutExchange(f *collective.Fabric, cut *CutProbe, cfg Config) (*collective.Exchange, collective.FabricBound, error) {
 	n := f.Size()
 	x := &collective.Exchange{Bytes: make([][]int64, n)}
@@ -391,21 +413,43 @@ func cutExchange(f *collective.Fabric, cut *CutProbe, cfg Config) (*collective.E
 		x.Bytes[i] = make([]int64, n)
 	}
 	t := cfg.SegmentTime.Seconds()
-	flow := func(a, b int, fromSide, toSide []int) int64 {
-		share := min(f.Out(a)/float64(len(toSide)), f.In(b)/float64(len(fromSide)))
-		return min(max(int64(share*t), minCutFlow), 8*cfg.MaxBytes)
-	}
 	cut.Bytes = 0
-	for _, a := range cut.A {
-		for _, b := range cut.B {
-			x.Bytes[a][b] = flow(a, b, cut.A, cut.B)
-			x.Bytes[b][a] = flow(b, a, cut.B, cut.A)
-			cut.Bytes = max(cut.Bytes, x.Bytes[a][b], x.Bytes[b][a])
+	for _, dir := range [][2][]int{{cut.A, cut.B}, {cut.B, cut.A}} {
+		from, to := slices.Clone(dir[0]), slices.Clone(dir[1])
+		slices.SortStableFunc(from, func(a, b int) int { return cmpDesc(f.Out(a), f.Out(b)) })
+		slices.SortStableFunc(to, func(a, b int) int { return cmpDesc(f.In(a), f.In(b)) })
+		k := min(len(to), cutFanout)
+		senders := map[int]int{}
+		for i := range from {
+			for j := 0; j < k; j++ {
+				senders[to[(i*k+j)%len(to)]]++
+			}
+		}
+		for i, a := range from {
+			for j := 0; j < k; j++ {
+				b := to[(i*k+j)%len(to)]
+				share := min(f.Out(a)/float64(k), f.In(b)/float64(senders[b]))
+				x.Bytes[a][b] = min(max(int64(share*t), minCutFlow), 8*cfg.MaxBytes)
+				cut.Bytes = max(cut.Bytes, x.Bytes[a][b])
+			}
 		}
 	}
 	b, err := f.Bound(x)
 	cut.Bound = b.Seconds
 	return x, b, err
+}
+
+// cutFanout is how many ranks across the cut every rank sends to.
+const cutFanout = 3
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
 }
 
 // runCut sends size bytes to every rank of other and receives as much

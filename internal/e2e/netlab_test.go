@@ -71,6 +71,10 @@ func upLab(t *testing.T, file string) *netlab.Lab {
 // clusters and with its capacity within 10%, and no segment otherwise
 // (also over both NICs of dualnic4 as rails: the segment probe once took
 // the rails' even split, before their costs were known, for a backbone).
+// racks32 (32 namespaces, four racks behind 2:1 oversubscribed uplinks)
+// checks the issue 15 probe: every pair within 10%, and every uplink found
+// with its capacity within 10%; its time is logged (the target, 10 s, is a
+// benchmark number: this machine is shared).
 func TestProbeNetlab(t *testing.T) {
 	needLab(t)
 	hetbench := filepath.Join(binaries(t), "hetbench")
@@ -78,7 +82,7 @@ func TestProbeNetlab(t *testing.T) {
 		file  string
 		nic   int  // which NIC's addresses to run on
 		rails bool // every bridge's subnet a rail: only the segments are checked
-	}{{"switch8.json", 0, false}, {"dualnic4.json", 1, false}, {"dualnic4.json", 1, true}, {"twoclusters.json", 0, false}} {
+	}{{"switch8.json", 0, false}, {"dualnic4.json", 1, false}, {"dualnic4.json", 1, true}, {"twoclusters.json", 0, false}, {"racks32.json", 0, false}} {
 		name := topo.file
 		if topo.rails {
 			name += "+rails"
@@ -97,9 +101,17 @@ func TestProbeNetlab(t *testing.T) {
 				args = append(args, "-rails-auto", "off") // one NIC: the pair rates are checked
 			}
 			var worst string
-			for attempt := 1; attempt <= 2; attempt++ {
+			for attempt := 1; attempt <= 3; attempt++ {
 				model := filepath.Join(t.TempDir(), "model.json")
 				r := run(t, 3*time.Minute, []string{"HETCOMM_CACHE_DIR=" + t.TempDir()}, hetbench, append(args, "-out", model)...)
+				if r.code != 0 && attempt < 3 {
+					// A loaded machine can fail a start of 32 ranks (a rank
+					// still dialing its peers when the first ones call it
+					// silent): start again.
+					t.Logf("attempt %d: hetbench probe failed (exit %d): %s", attempt, r.code, firstLine(r.stderr))
+					worst = "the probe failed"
+					continue
+				}
 				require.Equal(t, 0, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 				var mf struct {
 					Bandwidth [][]float64          `json:"bandwidth"`
@@ -124,7 +136,7 @@ func TestProbeNetlab(t *testing.T) {
 						}
 					}
 				}
-				worst += segmentsOff(lab, mf.Segments)
+				worst += segmentsOff(lab, topo.nic, mf.Segments)
 				if worst == "" {
 					break
 				}
@@ -135,9 +147,11 @@ func TestProbeNetlab(t *testing.T) {
 	}
 }
 
-// segmentsOff compares the probed segments with the topology's backbone
-// (at most one here): "" when they agree.
-func segmentsOff(lab *netlab.Lab, segs []collective.Segment) string {
+// segmentsOff compares the probed segments with the topology's backbones:
+// one segment for each, between the hosts on either side of it (by their
+// NIC nic), with its capacity within 10% of the backbone's (TCP carries
+// about 95.5% of it); "" when they agree.
+func segmentsOff(lab *netlab.Lab, nic int, segs []collective.Segment) string {
 	t := lab.Topology
 	if len(t.Backbones) == 0 {
 		if len(segs) > 0 {
@@ -145,24 +159,81 @@ func segmentsOff(lab *netlab.Lab, segs []collective.Segment) string {
 		}
 		return ""
 	}
-	if len(segs) != 1 {
-		return fmt.Sprintf(" %d segments for one backbone: %+v;", len(segs), segs)
+	if len(segs) != len(t.Backbones) {
+		return fmt.Sprintf(" %d segments for %d backbones: %+v;", len(segs), len(t.Backbones), segs)
 	}
-	seg := segs[0]
-	cluster := map[string][]int{}
-	for r, h := range t.Hosts {
-		cluster[h.Cluster] = append(cluster[h.Cluster], r)
-	}
-	a, b := cluster[t.Hosts[seg.A[0]].Cluster], cluster[t.Hosts[seg.B[0]].Cluster]
-	if fmt.Sprint(a) != fmt.Sprint(seg.A) || fmt.Sprint(b) != fmt.Sprint(seg.B) {
-		return fmt.Sprintf(" segment between %v and %v, the clusters are %v;", seg.A, seg.B, cluster)
-	}
-	want := t.Backbones[0].Rate * 1e6 / 8 * 0.955
 	off := ""
-	for dir, got := range map[string]float64{"a->b": seg.AB, "b->a": seg.BA} {
-		if got < 0.9*want || got > 1.1*want {
-			off += fmt.Sprintf(" segment %s %.3g B/s, backbone %.3g B/s;", dir, got, want)
+	for k, bb := range t.Backbones {
+		a, b := backboneSides(t, k, nic)
+		var seg *collective.Segment
+		flip := false
+		for i := range segs {
+			switch {
+			case fmt.Sprint(segs[i].A) == fmt.Sprint(a) && fmt.Sprint(segs[i].B) == fmt.Sprint(b):
+				seg = &segs[i]
+			case fmt.Sprint(segs[i].A) == fmt.Sprint(b) && fmt.Sprint(segs[i].B) == fmt.Sprint(a):
+				seg, flip = &segs[i], true
+			}
+		}
+		if seg == nil {
+			off += fmt.Sprintf(" no segment between %v and %v (backbone %s-%s);", a, b, bb.A, bb.B)
+			continue
+		}
+		ab, ba := seg.AB, seg.BA
+		if flip {
+			ab, ba = ba, ab
+		}
+		want := bb.Rate * 1e6 / 8 * 0.955
+		for dir, got := range map[string]float64{bb.A + "->" + bb.B: ab, bb.B + "->" + bb.A: ba} {
+			if got < 0.9*want || got > 1.1*want {
+				off += fmt.Sprintf(" segment %s %.3g B/s, backbone %.3g B/s;", dir, got, want)
+			}
 		}
 	}
 	return off
+}
+
+// backboneSides returns the hosts (by index) on either side of backbone
+// k: those whose NIC nic is on a bridge that reaches bridge A without
+// crossing k, and the others.
+func backboneSides(t *netlab.Topology, k, nic int) (a, b []int) {
+	adj := map[string][]string{}
+	for i, bb := range t.Backbones {
+		if i != k {
+			adj[bb.A] = append(adj[bb.A], bb.B)
+			adj[bb.B] = append(adj[bb.B], bb.A)
+		}
+	}
+	seen := map[string]bool{t.Backbones[k].A: true}
+	queue := []string{t.Backbones[k].A}
+	for len(queue) > 0 {
+		x := queue[0]
+		queue = queue[1:]
+		for _, y := range adj[x] {
+			if !seen[y] {
+				seen[y] = true
+				queue = append(queue, y)
+			}
+		}
+	}
+	for r, h := range t.Hosts {
+		if seen[h.NICs[nic].Bridge] {
+			a = append(a, r)
+		} else {
+			b = append(b, r)
+		}
+	}
+	return a, b
+}
+
+// firstLine is the first line of s that hetbench itself wrote (the
+// ranks' warnings come first), else its first line.
+func firstLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "hetbench") {
+			return l
+		}
+	}
+	return lines[0]
 }
