@@ -205,6 +205,10 @@ func (in *exchangeInstance) greedy() (send, recv [][]int) {
 // operations. So the plan is written as the heuristic goes, every
 // transfer straight into its place (by sender, then the sender's order),
 // with no simulation afterwards (TestExchangeOpenShopPlanIsSimulated).
+// openShopChunk is how many messages the open shop plans between two
+// hand-overs of its log to the goroutine that writes the plan.
+const openShopChunk = 1 << 14
+
 func (in *exchangeInstance) openShopPlan() *Plan {
 	n := in.n
 	ps := newOpenShopPicker(n)
@@ -233,8 +237,35 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 	}
 	log := make([]event, 0, in.events)
 	total := append([]int(nil), left...)
+	// Every sender's transfers together, in its order: next[i] is where
+	// i's next one goes; recvSeq[j] counts j's receives so far. Another
+	// goroutine writes the plan from the log as it grows, a chunk at a
+	// time (the log never moves: it has room for every message).
+	next := make([]int, n)
+	for i, off := 0, 0; i < n; i++ {
+		next[i] = off
+		off += total[i]
+	}
+	ts := make([]Transfer, in.events)
+	chunks := make(chan int, in.events/openShopChunk+2)
+	written := make(chan float64)
+	go func() {
+		recvSeq := make([]int, n)
+		mk, from := 0.0, 0
+		for to := range chunks {
+			for _, e := range log[from:to] {
+				i, j := int(e.i), int(e.j)
+				k := next[i]
+				next[i]++
+				ts[k] = Transfer{Src: i, Dst: j, Bytes: in.bytes[i][j], Start: e.start, End: e.end, RecvSeq: recvSeq[j]}
+				recvSeq[j]++
+				mk = max(mk, e.end)
+			}
+			from = to
+		}
+		written <- mk
+	}()
 	h := newSenderTree(n, sendLeft, func(r int) bool { return left[r] > 0 })
-	sink := 0.0
 	for {
 		i := h.top()
 		if i < 0 {
@@ -252,37 +283,22 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 		h.work[i] -= c
 		ps.take(j, c, end)
 		log = append(log, event{int32(i), int32(j), start, end})
+		if len(log)%openShopChunk == 0 {
+			chunks <- len(log)
+		}
 		row := ps.row(i)
 		row[j>>6] &^= 1 << (j & 63)
 		left[i]--
 		h.update(end, left[i] == 0)
 	}
-	// Every sender's transfers together, in its order: next[i] is where
-	// i's next one goes; recvSeq[j] counts j's receives so far.
-	next := make([]int, n)
-	for i, off := 0, 0; i < n; i++ {
-		next[i] = off
-		off += total[i]
-	}
-	recvSeq := make([]int, n)
-	ts := make([]Transfer, in.events)
-	mk := 0.0
-	for _, e := range log {
-		i, j := int(e.i), int(e.j)
-		k := next[i]
-		next[i]++
-		ts[k] = Transfer{Src: i, Dst: j, Bytes: in.bytes[i][j], Start: e.start, End: e.end, RecvSeq: recvSeq[j]}
-		recvSeq[j]++
-		mk = max(mk, e.end)
-	}
+	chunks <- len(log)
+	close(chunks)
+	mk := <-written
 	for i, off := 0, 0; i < n; i++ {
 		for k := range total[i] {
 			ts[off+k].SendSeq = k
 		}
 		off += total[i]
-	}
-	if math.IsNaN(sink) {
-		mk = sink // never: the loads above must not be optimised away
 	}
 	return &Plan{Kind: KindAlltoall, Algorithm: OpenShop, Ranks: n, Transfers: ts, Predicted: mk, LowerBound: in.lowerBound}
 }
