@@ -33,7 +33,7 @@ import (
 // named planner: [Caterpillar], [MaxMatch], [MinMatch], [Greedy],
 // [OpenShop], or [Auto] (every planner that is cheap enough for the size,
 // keeping the lowest predicted completion; up to 64 ranks also the open
-// shop under four other receiver rules, whose plans are labelled
+// shop under five other receiver rules, whose plans are labelled
 // openshop too).
 //
 // The returned plan has Kind alltoall and one [Transfer] per message
