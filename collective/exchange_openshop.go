@@ -17,17 +17,21 @@ import (
 // idle at s stays idle until it is picked. The receivers busy at s sit in
 // one [recvOrder] keyed by (recvavail, rank); those idle at s in another
 // keyed by (-receive time left, rank), into which the first moves every
-// receiver whose time s has reached. Each sender has a bitset of the
-// receivers it still has to serve (its row). It walks the idle order from
-// the front to the first receiver in its row; if there is none, the busy
-// order to the first receiver in its row, the earliest. Ties within the
-// key's first part are settled by a pass over the row.
+// receiver whose time s has reached; a bitset marks them too. Each
+// sender has a bitset of the receivers it still has to serve (its row).
+// If its row has idle receivers (one AND per word tells), it walks the
+// idle order from the front to the first of them, the one with the most
+// work left; otherwise it walks the busy order to the first receiver in
+// its row, the earliest. Ties within the key's first part are settled by
+// a pass over the row.
 //
 // The walks pass receivers the sender has served: they are short while
-// the sender has much left to send and grow as the sender goes on. Once
-// they pass more receivers than the sender has left, the sender scans its
-// own row instead, then and for good, in one pass in cyclic order from
-// i+1 that keeps a receiver only if it is strictly better.
+// the sender has much left to send and grow as the sender goes on. A walk
+// of the idle order that passes more receivers than the sender has idle
+// ones gives way to a pass over those; once a walk of the busy order
+// passes more than the sender has left, the sender scans its own row
+// instead, then and for good, in one pass in cyclic order from i+1 that
+// keeps a receiver only if it is strictly better.
 type openShopPicker struct {
 	n, words  int
 	todo      []uint64 // row i, bit j: i still sends to j

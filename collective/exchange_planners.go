@@ -249,11 +249,12 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 	ts := make([]Transfer, in.events)
 	chunks := make(chan int, in.events/openShopChunk+2)
 	written := make(chan float64)
+	all := log[:cap(log)] // the goroutine's view: elements published by chunks
 	go func() {
 		recvSeq := make([]int, n)
 		mk, from := 0.0, 0
 		for to := range chunks {
-			for _, e := range log[from:to] {
+			for _, e := range all[from:to] {
 				i, j := int(e.i), int(e.j)
 				k := next[i]
 				next[i]++
