@@ -19,7 +19,7 @@
 //     each group of ranks (Config.Cuts: subnets) until a flow crossing
 //     between groups was seen, then no more than such a flow carried, so
 //     that no two flows share a bottleneck. A flow is a few large
-//     transfers (measureFlow: the median of three, sized to take 80 ms).
+//     transfers (measureFlow: the median of three, sized to take 60 ms).
 //     A rank's egress is the fastest flow it sent, its ingress the
 //     fastest it received; the first step sends around a ring in each
 //     group, the next ones pair the ranks whose estimate is not settled

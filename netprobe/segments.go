@@ -288,6 +288,7 @@ func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg
 	t := cfg.SegmentTime.Seconds()
 	offerAB, offerBA := ab/bound.Bandwidth, ba/bound.Bandwidth
 	seg := segs[0]
+	lowAB, lowBA := 0.0, 0.0 // what the directions were seen to carry at least
 	for round := 0; round < cutRounds; round++ {
 		scaleAB, scaleBA := min(seg.AB/offerAB, 1)*t/bound.Bandwidth, min(seg.BA/offerBA, 1)*t/bound.Bandwidth
 		x2 := &collective.Exchange{Bytes: make([][]int64, f.Size())}
@@ -304,8 +305,9 @@ func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg
 				}
 			}
 		}
+		const pace = 1.2
 		rows, err = cutRound(ctx, p, cut, func(from, to int) int64 { return x2.Bytes[from][to] }, func(from, to int) float64 {
-			return 1.2 * float64(x2.Bytes[from][to]) / t
+			return pace * float64(x2.Bytes[from][to]) / t
 		})
 		if err != nil {
 			return nil, nil, err
@@ -315,11 +317,20 @@ func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg
 		if segs, cut, err = shareCut(ctx, p, func() ([]byte, error) { return remeasureCut(cut, prev, rows, f, ab2, ba2) }); err != nil {
 			return nil, nil, err
 		}
+		// A direction whose flows kept their pace (within 10%) carries at
+		// least what they did, and is offered more next; one that fell
+		// behind was measured by this round.
 		seg = segs[0]
-		// Kept its pace (within 10%) and more could be offered?
-		freeAB := seg.AB >= 0.9*1.2*prev.AB && 1.2*prev.AB < offerAB
-		freeBA := seg.BA >= 0.9*1.2*prev.BA && 1.2*prev.BA < offerBA
-		if !freeAB && !freeBA {
+		keptAB := seg.AB >= 0.9*pace*prev.AB
+		keptBA := seg.BA >= 0.9*pace*prev.BA
+		if keptAB {
+			lowAB = max(lowAB, seg.AB)
+		}
+		if keptBA {
+			lowBA = max(lowBA, seg.BA)
+		}
+		seg.AB, seg.BA = max(seg.AB, lowAB), max(seg.BA, lowBA)
+		if !(keptAB && pace*prev.AB < offerAB) && !(keptBA && pace*prev.BA < offerBA) {
 			break
 		}
 	}
