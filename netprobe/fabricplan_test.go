@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/collective"
 )
 
 // runFabricPlan drives a fabric plan against a network where a flow alone gets
@@ -133,4 +135,46 @@ func TestFabricPlanIrregular(t *testing.T) {
 	rate := func(i, j int) float64 { return rates[(i+2*j)%len(rates)] }
 	got, _, _ := runFabricPlan(t, 4, make([]int, 4), rate)
 	requireRates(t, 4, got, rate)
+}
+
+// TestModePairwise: HETCOMM_PROBE=pairwise is a mode of its own (it
+// always probes, by the tournament).
+func TestModePairwise(t *testing.T) {
+	m, err := ParseMode("pairwise")
+	require.NoError(t, err)
+	require.Equal(t, ModePairwise, m)
+	_, err = ParseMode("tournament")
+	require.Error(t, err)
+}
+
+// TestRankGroups: the hints' ranks form groups in order, a rank named
+// twice stays in its first, and the ranks no hint names form the last.
+func TestRankGroups(t *testing.T) {
+	require.Equal(t, []int{0, 0, 0, 0}, rankGroups(4, nil))
+	require.Equal(t, []int{0, 0, 1, 1, 2}, rankGroups(5, [][]int{{0, 1}, {2, 3, 1}, {9}}))
+}
+
+// TestGroupCuts: one cut per group of two ranks or more whose complement
+// has two or more, a cut and its complement once.
+func TestGroupCuts(t *testing.T) {
+	require.Nil(t, groupCuts(6, nil, nil))
+	require.Equal(t, [][]int{{0, 1, 2}}, groupCuts(6, [][]int{{0, 1, 2}, {3, 4, 5}}, nil))
+	require.Equal(t, [][]int{{0, 1}, {2, 3}, {4, 5}}, groupCuts(6, [][]int{{0, 1}, {2, 3}, {4, 5}}, nil))
+	// A group of one is no cut (its NIC already shows in its pairs).
+	require.Equal(t, [][]int{{1, 2}, {3, 4}}, groupCuts(5, [][]int{{0}, {1, 2}, {3, 4}}, nil))
+}
+
+// TestCapInferred: a segment caps the pairs inferred across it, not the
+// measured ones, and is at least the fastest flow measured across it.
+func TestCapInferred(t *testing.T) {
+	m := &collective.Model{Latency: collective.Matrix(4, 0), Bandwidth: collective.Matrix(4, 100)}
+	res := &Result{Model: m, Flows: []FlowRecord{{A: 0, B: 2, Rate: 100}, {A: 3, B: 1, Rate: 30}}}
+	segs := []collective.Segment{{Name: "cut1", A: []int{0, 1}, B: []int{2, 3}, AB: 50, BA: 20}}
+	capInferred(res, segs)
+	require.Equal(t, 100.0, segs[0].AB, "a flow carried 100 across")
+	require.Equal(t, 30.0, segs[0].BA)
+	require.Equal(t, 100.0, m.Bandwidth[0][2], "measured")
+	require.Equal(t, 100.0, m.Bandwidth[3][1], "measured: not capped")
+	require.Equal(t, 30.0, m.Bandwidth[2][0], "inferred, capped")
+	require.Equal(t, 100.0, m.Bandwidth[0][1], "not across")
 }
