@@ -165,28 +165,84 @@ type StepTransfer struct {
 }
 
 // SendOrder returns the indices into p.Transfers of rank's sends, in its
-// planned order.
-func (p *Plan) SendOrder(rank int) []int {
-	var idx []int
-	for i, t := range p.Transfers {
-		if t.Src == rank {
-			idx = append(idx, i)
-		}
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return p.Transfers[idx[a]].SendSeq < p.Transfers[idx[b]].SendSeq })
-	return idx
+// planned order (SendSeq; equal numbers keep the list's order).
+func (p *Plan) SendOrder(rank int) []int { return p.rankOrder(rank, srcOf, sendSeqOf) }
+
+// RecvOrder returns the indices into p.Transfers of rank's receives, in
+// its planned order (RecvSeq; equal numbers keep the list's order).
+func (p *Plan) RecvOrder(rank int) []int { return p.rankOrder(rank, dstOf, recvSeqOf) }
+
+// Orders returns every rank's SendOrder and RecvOrder at once, in one
+// pass over the transfers: for a caller that needs them all, where a
+// call of SendOrder and RecvOrder per rank reads every transfer for every
+// rank.
+func (p *Plan) Orders() (send, recv [][]int) {
+	send = p.allOrders(srcOf, sendSeqOf)
+	recv = p.allOrders(dstOf, recvSeqOf)
+	return send, recv
 }
 
-// RecvOrder returns the indices into p.Transfers of rank's receives, in its
-// planned order.
-func (p *Plan) RecvOrder(rank int) []int {
+// rankOrder is one rank's order: its transfers placed by their numbers
+// when these are 0..k-1 (as every planner numbers them), sorted
+// otherwise.
+func (p *Plan) rankOrder(rank int, key, seq func(*Transfer) int) []int {
 	var idx []int
-	for i, t := range p.Transfers {
-		if t.Dst == rank {
-			idx = append(idx, i)
+	for k := range p.Transfers {
+		if key(&p.Transfers[k]) == rank {
+			idx = append(idx, k)
 		}
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return p.Transfers[idx[a]].RecvSeq < p.Transfers[idx[b]].RecvSeq })
+	return p.placeOrder(idx, seq)
+}
+
+// allOrders has one order for each of the plan's ranks, and for any
+// higher rank a transfer names; a transfer naming a negative rank is in
+// none.
+func (p *Plan) allOrders(key, seq func(*Transfer) int) [][]int {
+	n := p.Ranks
+	for k := range p.Transfers {
+		n = max(n, key(&p.Transfers[k])+1)
+	}
+	count := make([]int, n)
+	for k := range p.Transfers {
+		if r := key(&p.Transfers[k]); r >= 0 {
+			count[r]++
+		}
+	}
+	buf := make([]int, 0, len(p.Transfers))
+	out := make([][]int, n)
+	for r := range out {
+		if count[r] > 0 {
+			out[r] = buf[len(buf) : len(buf) : len(buf)+count[r]]
+			buf = buf[:len(buf)+count[r]]
+		}
+	}
+	for k := range p.Transfers {
+		if r := key(&p.Transfers[k]); r >= 0 {
+			out[r] = append(out[r], k)
+		}
+	}
+	for r := range out {
+		out[r] = p.placeOrder(out[r], seq)
+	}
+	return out
+}
+
+// placeOrder orders idx (in list order) by seq, in place when it can.
+func (p *Plan) placeOrder(idx []int, seq func(*Transfer) int) []int {
+	placed := make([]int, len(idx))
+	for k := range placed {
+		placed[k] = -1
+	}
+	for _, k := range idx {
+		s := seq(&p.Transfers[k])
+		if s < 0 || s >= len(idx) || placed[s] != -1 {
+			sort.SliceStable(idx, func(a, b int) bool { return seq(&p.Transfers[idx[a]]) < seq(&p.Transfers[idx[b]]) })
+			return idx
+		}
+		placed[s] = k
+	}
+	copy(idx, placed)
 	return idx
 }
 
