@@ -206,6 +206,37 @@ func (s *flowSim) share() {
 			members[r] = append(members[r], k)
 		}
 	}
+	// A flow alone on every resource it uses gets the least of their
+	// capacities (and of its cap) whatever the others do: that is where
+	// progressive filling would freeze it, and none of its resources has
+	// room left for anybody else. In a one-port plan on a fabric without
+	// shared segments that is every flow, and the filling below is left
+	// with nothing to do.
+	nfrozen := 0
+	for _, k := range s.active {
+		alone, at := true, math.Inf(1)
+		for _, r := range s.routes[k] {
+			if rs[r].count != 1 {
+				alone = false
+				break
+			}
+			at = min(at, s.res[r].cap)
+		}
+		if !alone {
+			continue
+		}
+		if c := s.flows[k].Rate; c > 0 {
+			at = min(at, c)
+		}
+		s.frozen[k] = true
+		nfrozen++
+		s.rate[k] = at
+		for _, r := range s.routes[k] {
+			rs[r].frozen += at
+			rs[r].count--
+			rs[r].full = true
+		}
+	}
 	levels := s.levels[:0]
 	for r := range rs {
 		if rs[r].count > 0 {
@@ -213,12 +244,11 @@ func (s *flowSim) share() {
 		}
 	}
 	for _, k := range s.active {
-		if c := s.flows[k].Rate; c > 0 {
+		if c := s.flows[k].Rate; c > 0 && !s.frozen[k] {
 			levels = append(levels, level{at: c, res: -1, flow: int32(k)})
 		}
 	}
 	heap.Init(&levels)
-	nfrozen := 0
 	freeze := func(k int, at float64) {
 		s.frozen[k] = true
 		nfrozen++
