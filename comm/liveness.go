@@ -267,9 +267,10 @@ func pulseSecret(secret []byte) []byte {
 }
 
 // startPulses opens the pulse socket, on the IP address of this rank's
-// links if they all have the same one, else on every address; on mem
-// links (no IP address) there are none. Start calls it before the read
-// loops, which hand the peers' "pulse" messages to setPulsePeer.
+// links if they all have the same one, else (several rails, several
+// NICs) on every address; on mem links (no IP address) there are none.
+// Start calls it before the read loops, which hand the peers' "pulse"
+// messages to setPulsePeer.
 func (w *world) startPulses() {
 	if w.kind == transport.KindMem {
 		return
@@ -279,14 +280,16 @@ func (w *world) startPulses() {
 		if l == nil {
 			continue
 		}
-		a := transport.AddrIP(l.LocalAddr())
-		if a == nil {
+		ips := transport.AddrIPs(l.LocalAddr())
+		if len(ips) == 0 {
 			return
 		}
-		if ip != nil && !ip.Equal(a) {
-			ip = net.IPv6unspecified
-		} else if ip == nil {
-			ip = a
+		for _, a := range ips {
+			if ip == nil {
+				ip = a
+			} else if !ip.Equal(a) {
+				ip = net.IPv6unspecified
+			}
 		}
 	}
 	if ip == nil {
@@ -316,17 +319,23 @@ func (w *world) tellPulseAddr() {
 }
 
 // setPulsePeer takes a peer's "pulse" message: its pulses go to the
-// port it names on the IP address this rank's link to it reaches.
+// port it names on the IP addresses this rank's link to it reaches (one
+// per rail), in turn.
 func (w *world) setPulsePeer(peer int, c control) {
 	if w.pulses == nil {
 		return
 	}
-	ip := transport.AddrIP(w.links[peer].RemoteAddr())
-	if ip == nil || ip.IsUnspecified() || c.Port <= 0 || c.Port > 65535 {
+	var to []*net.UDPAddr
+	for _, ip := range transport.AddrIPs(w.links[peer].RemoteAddr()) {
+		if !ip.IsUnspecified() && c.Port > 0 && c.Port <= 65535 {
+			to = append(to, &net.UDPAddr{IP: ip, Port: c.Port})
+		}
+	}
+	if len(to) == 0 {
 		w.log.Warn("comm: cannot send pulses to a peer", "peer", peer, "addr", w.links[peer].RemoteAddr(), "port", c.Port)
 		return
 	}
-	if err := w.pulses.SetPeer(peer, &net.UDPAddr{IP: ip, Port: c.Port}, c.Nonce); err != nil {
+	if err := w.pulses.SetPeer(peer, to, c.Nonce); err != nil {
 		w.log.Warn("comm: cannot send pulses to a peer", "peer", peer, "err", err)
 	}
 }

@@ -88,9 +88,10 @@ type Pulses struct {
 	once     sync.Once
 }
 
-// pulseDest is where pulses to one rank go.
+// pulseDest is where pulses to one rank go: to each of its addresses
+// in turn.
 type pulseDest struct {
-	addr  *net.UDPAddr
+	addrs []*net.UDPAddr
 	nonce [PulseNonceSize]byte
 }
 
@@ -143,17 +144,23 @@ func (p *Pulses) Nonce() []byte { return p.nonce[:] }
 func (p *Pulses) Accepted() uint64 { return p.accepted.Load() }
 func (p *Pulses) Rejected() uint64 { return p.rejected.Load() }
 
-// SetPeer says where pulses to rank go: its socket's address and its
-// nonce, as it told over the authenticated link. Calling it again
-// replaces them.
-func (p *Pulses) SetPeer(rank int, addr *net.UDPAddr, nonce []byte) error {
+// SetPeer says where pulses to rank go: its socket's addresses (one
+// per rail: the pulses take each in turn, so that one NIC's failure
+// loses only its share) and its nonce, as it told over the
+// authenticated link. Calling it again replaces them.
+func (p *Pulses) SetPeer(rank int, addrs []*net.UDPAddr, nonce []byte) error {
 	if rank < 0 || rank >= p.cfg.Size || rank == p.cfg.Rank {
 		return fmt.Errorf("%w: pulses: peer rank %d", ErrBadConfig, rank)
 	}
-	if len(nonce) != PulseNonceSize || addr == nil || addr.Port == 0 {
-		return fmt.Errorf("%w: pulses: peer %d: nonce of %d bytes, address %v", ErrMalformed, rank, len(nonce), addr)
+	if len(nonce) != PulseNonceSize || len(addrs) == 0 {
+		return fmt.Errorf("%w: pulses: peer %d: nonce of %d bytes, %d addresses", ErrMalformed, rank, len(nonce), len(addrs))
 	}
-	d := &pulseDest{addr: addr, nonce: [PulseNonceSize]byte(nonce)}
+	for _, a := range addrs {
+		if a == nil || a.Port == 0 {
+			return fmt.Errorf("%w: pulses: peer %d: address %v", ErrMalformed, rank, a)
+		}
+	}
+	d := &pulseDest{addrs: append([]*net.UDPAddr(nil), addrs...), nonce: [PulseNonceSize]byte(nonce)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pp := p.peers[rank]
@@ -189,8 +196,9 @@ func (p *Pulses) Send(rank int) error {
 	d := pp.dest.Load()
 	pp.mac.Lock()
 	b := pp.buf[:]
-	p.seal(b, p.cfg.Rank, rank, pp.counter.Add(1), d.nonce[:])
-	_, err := p.conn.WriteToUDP(b, d.addr)
+	n := pp.counter.Add(1)
+	p.seal(b, p.cfg.Rank, rank, n, d.nonce[:])
+	_, err := p.conn.WriteToUDP(b, d.addrs[n%uint64(len(d.addrs))])
 	pp.mac.Unlock()
 	return err
 }
@@ -265,27 +273,35 @@ func (p *Pulses) Close() error {
 	return err
 }
 
-// AddrIP returns the IP address of a link's LocalAddr or RemoteAddr (of
-// its first rail for a RailSet), or nil if it has none (mem).
-func AddrIP(a net.Addr) net.IP {
-	switch a := a.(type) {
-	case *net.TCPAddr:
-		return a.IP
-	case *net.UDPAddr:
-		return a.IP
-	case RailAddrs:
-		for _, x := range a {
-			if ip := AddrIP(x); ip != nil {
-				return ip
+// AddrIPs returns the IP addresses of a link's LocalAddr or RemoteAddr
+// (one per rail of a RailSet, without repeats), or none (mem).
+func AddrIPs(a net.Addr) []net.IP {
+	var ips []net.IP
+	add := func(ip net.IP) {
+		for _, x := range ips {
+			if x.Equal(ip) {
+				return
 			}
 		}
-		return nil
+		ips = append(ips, ip)
+	}
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		add(a.IP)
+	case *net.UDPAddr:
+		add(a.IP)
+	case RailAddrs:
+		for _, x := range a {
+			for _, ip := range AddrIPs(x) {
+				add(ip)
+			}
+		}
 	case nil:
-		return nil
+	default:
+		host, _, err := net.SplitHostPort(a.String())
+		if ip := net.ParseIP(host); err == nil && ip != nil {
+			add(ip)
+		}
 	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return nil
-	}
-	return net.ParseIP(host)
+	return ips
 }

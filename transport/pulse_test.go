@@ -63,8 +63,8 @@ func sniffer(t *testing.T) (*net.UDPConn, func() []byte) {
 func TestPulses(t *testing.T) {
 	t.Run("a pulse reaches its receiver and names its sender", func(t *testing.T) {
 		a, b := newPulseRig(t, 0, pulseTestSecret), newPulseRig(t, 1, pulseTestSecret)
-		require.NoError(t, a.p.SetPeer(1, b.p.Addr(), b.p.Nonce()))
-		require.NoError(t, b.p.SetPeer(0, a.p.Addr(), a.p.Nonce()))
+		require.NoError(t, a.p.SetPeer(1, []*net.UDPAddr{b.p.Addr()}, b.p.Nonce()))
+		require.NoError(t, b.p.SetPeer(0, []*net.UDPAddr{a.p.Addr()}, a.p.Nonce()))
 		require.True(t, a.p.HasPeer(1))
 		require.False(t, a.p.HasPeer(2))
 		for range 3 {
@@ -79,6 +79,20 @@ func TestPulses(t *testing.T) {
 		require.Zero(t, a.p.Rejected()+b.p.Rejected())
 	})
 
+	t.Run("pulses take the peer's addresses in turn", func(t *testing.T) {
+		recv := newPulseRig(t, 1, pulseTestSecret)
+		sender := newPulseRig(t, 0, pulseTestSecret)
+		s, capture := sniffer(t)
+		require.NoError(t, sender.p.SetPeer(1, to(s.LocalAddr().(*net.UDPAddr), recv.p.Addr()), recv.p.Nonce()))
+		for range 4 {
+			require.NoError(t, sender.p.Send(1))
+		}
+		recv.settled(t, 2)
+		require.Equal(t, []int{0, 0}, recv.heard(), "every other pulse")
+		require.Len(t, capture(), pulseLen)
+		require.Len(t, capture(), pulseLen)
+	})
+
 	t.Run("replays, forgeries and strangers do not count", func(t *testing.T) {
 		recv := newPulseRig(t, 1, pulseTestSecret)
 		s, capture := sniffer(t)
@@ -88,7 +102,7 @@ func TestPulses(t *testing.T) {
 		}
 		// A real pulse, captured on its way, then delivered twice.
 		sender := newPulseRig(t, 0, pulseTestSecret)
-		require.NoError(t, sender.p.SetPeer(1, s.LocalAddr().(*net.UDPAddr), recv.p.Nonce()))
+		require.NoError(t, sender.p.SetPeer(1, to(s.LocalAddr().(*net.UDPAddr)), recv.p.Nonce()))
 		require.NoError(t, sender.p.Send(1))
 		real := capture()
 		require.Len(t, real, pulseLen)
@@ -106,16 +120,16 @@ func TestPulses(t *testing.T) {
 		// Another secret; another receiver's nonce; a sender out of range;
 		// a pulse to another rank.
 		forger := newPulseRig(t, 0, "some-other-secret-0123456789")
-		require.NoError(t, forger.p.SetPeer(1, s.LocalAddr().(*net.UDPAddr), recv.p.Nonce()))
+		require.NoError(t, forger.p.SetPeer(1, to(s.LocalAddr().(*net.UDPAddr)), recv.p.Nonce()))
 		require.NoError(t, forger.p.Send(1))
 		send(capture())
 		other := newPulseRig(t, 2, pulseTestSecret)
-		require.NoError(t, sender.p.SetPeer(1, s.LocalAddr().(*net.UDPAddr), other.p.Nonce()))
+		require.NoError(t, sender.p.SetPeer(1, to(s.LocalAddr().(*net.UDPAddr)), other.p.Nonce()))
 		for range 5 { // newer counters, but sealed for another nonce
 			require.NoError(t, sender.p.Send(1))
 			send(capture())
 		}
-		require.NoError(t, sender.p.SetPeer(2, s.LocalAddr().(*net.UDPAddr), recv.p.Nonce()))
+		require.NoError(t, sender.p.SetPeer(2, to(s.LocalAddr().(*net.UDPAddr)), recv.p.Nonce()))
 		require.NoError(t, sender.p.Send(2))
 		send(capture())
 		// Garbage: empty, short, long, random.
@@ -132,7 +146,7 @@ func TestPulses(t *testing.T) {
 		require.Equal(t, uint64(1), recv.p.Accepted(), "only the first real pulse counts")
 		require.Equal(t, []int{0}, recv.heard())
 		// The real sender still gets through, with its next counter.
-		require.NoError(t, sender.p.SetPeer(1, recv.p.Addr(), recv.p.Nonce()))
+		require.NoError(t, sender.p.SetPeer(1, to(recv.p.Addr()), recv.p.Nonce()))
 		require.NoError(t, sender.p.Send(1))
 		recv.settled(t, n+1)
 		require.Equal(t, []int{0, 0}, recv.heard())
@@ -149,21 +163,27 @@ func TestPulses(t *testing.T) {
 			require.ErrorIs(t, err, ErrBadConfig)
 		}
 		r := newPulseRig(t, 0, pulseTestSecret)
-		require.ErrorIs(t, r.p.SetPeer(0, r.p.Addr(), r.p.Nonce()), ErrBadConfig, "itself")
-		require.ErrorIs(t, r.p.SetPeer(3, r.p.Addr(), r.p.Nonce()), ErrBadConfig, "out of range")
-		require.ErrorIs(t, r.p.SetPeer(1, r.p.Addr(), []byte("short")), ErrMalformed)
+		require.ErrorIs(t, r.p.SetPeer(0, to(r.p.Addr()), r.p.Nonce()), ErrBadConfig, "itself")
+		require.ErrorIs(t, r.p.SetPeer(3, to(r.p.Addr()), r.p.Nonce()), ErrBadConfig, "out of range")
+		require.ErrorIs(t, r.p.SetPeer(1, to(r.p.Addr()), []byte("short")), ErrMalformed)
+		require.ErrorIs(t, r.p.SetPeer(1, nil, r.p.Nonce()), ErrMalformed)
+		require.ErrorIs(t, r.p.SetPeer(1, to(nil), r.p.Nonce()), ErrMalformed)
 		require.NoError(t, r.p.Close())
 		require.NoError(t, r.p.Close(), "idempotent")
 	})
 }
 
-func TestAddrIP(t *testing.T) {
-	ip := net.IPv4(10, 1, 2, 3)
-	require.True(t, ip.Equal(AddrIP(&net.TCPAddr{IP: ip, Port: 1})))
-	require.True(t, ip.Equal(AddrIP(&net.UDPAddr{IP: ip, Port: 1})))
-	require.True(t, ip.Equal(AddrIP(RailAddrs{nil, &net.TCPAddr{IP: ip, Port: 1}})))
-	require.Nil(t, AddrIP(nil))
-	require.Nil(t, AddrIP(RailAddrs{}))
-	require.Nil(t, AddrIP(memAddr("rank-1")))
-	require.True(t, ip.Equal(AddrIP(memAddr("10.1.2.3:4"))))
+func TestAddrIPs(t *testing.T) {
+	ip, ip2 := net.IPv4(10, 1, 2, 3), net.IPv4(10, 2, 2, 3)
+	require.Equal(t, []net.IP{ip}, AddrIPs(&net.TCPAddr{IP: ip, Port: 1}))
+	require.Equal(t, []net.IP{ip}, AddrIPs(&net.UDPAddr{IP: ip, Port: 1}))
+	require.Equal(t, []net.IP{ip, ip2}, AddrIPs(RailAddrs{nil, &net.TCPAddr{IP: ip, Port: 1},
+		&net.TCPAddr{IP: ip, Port: 2}, &net.TCPAddr{IP: ip2, Port: 1}}))
+	require.Empty(t, AddrIPs(nil))
+	require.Empty(t, AddrIPs(RailAddrs{}))
+	require.Empty(t, AddrIPs(memAddr("rank-1")))
+	require.Equal(t, []net.IP{net.ParseIP("10.1.2.3")}, AddrIPs(memAddr("10.1.2.3:4")))
 }
+
+// to is the address list of SetPeer.
+func to(a ...*net.UDPAddr) []*net.UDPAddr { return a }
