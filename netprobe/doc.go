@@ -32,7 +32,8 @@
 //
 // So the fabric probe assumes a switched network limited by NICs and
 // segments; on links shaped pair by pair, whose rates are not the
-// minimum of two NICs, use the tournament.
+// minimum of two NICs, use the tournament. A [RailPort] of several rails
+// is probed rail by rail with the tournament.
 //
 // # Links: the tournament (HETCOMM_PROBE=pairwise)
 //
