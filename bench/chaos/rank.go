@@ -158,11 +158,11 @@ func RankCommand(args []string, stdout, stderr io.Writer) int {
 		return bench.ExitError
 	}
 	rep := &reporter{w: stdout, rank: c.Rank()}
-	// The concurrent collectives break the communicator they run on, on
-	// every rank, even where the Barrier below still runs: they get their
-	// own.
+	// Concurrent and mismatched collectives break the communicator they
+	// run on, on every rank, even where the Barrier below still runs:
+	// they get their own.
 	work := c
-	if *op == "concurrent" {
+	if *op == "concurrent" || *op == "mismatch" {
 		if work, err = c.Dup(ctx); err != nil {
 			rep.emit(classify(event{Ev: "error", Msg: "dup"}, err))
 			return bench.ExitError
@@ -220,7 +220,7 @@ func RankCommand(args []string, stdout, stderr io.Writer) int {
 		return end(bench.ExitOK)
 	case "mismatch":
 		start := time.Now()
-		err := mismatch(ctx, c, *kind, *odd)
+		err := mismatch(ctx, work, *kind, *odd)
 		if err != nil {
 			rep.emit(classify(event{Ev: "error", N: int(time.Since(start).Microseconds())}, err))
 			return end(bench.ExitError)
