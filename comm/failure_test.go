@@ -123,6 +123,7 @@ func TestSilentRule(t *testing.T) {
 		{name: "mid-message on mem", busy: true, pulses: true, quiet: time.Hour},
 		{name: "not heard from since the start", counts: true, unheard: true, quiet: fa + time.Second},
 		{name: "not heard from since the start-up timeout", counts: true, unheard: true, quiet: time.Minute + time.Second, want: time.Minute},
+		{name: "not heard from since the start, mid-message, no pulses ever", busy: true, counts: true, unheard: true, quiet: stallFactor*fa + time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(&bootstrap.Bootstrap{Rank: 0, Size: 2, Timeout: time.Minute}, Config{FailAfter: fa, Heartbeat: time.Second})

@@ -363,7 +363,7 @@ func heard(last *atomic.Int64, t int64) {
 // peers failed. It only ever waits pulseWriteWait for a pulse to leave.
 func (w *world) heartbeatLoop() {
 	defer w.wg.Done()
-	t := time.NewTicker(w.cfg.Heartbeat / pulsesPerHeartbeat)
+	t := time.NewTicker(max(w.cfg.Heartbeat/pulsesPerHeartbeat, time.Microsecond))
 	defer t.Stop()
 	for tick := 0; ; tick++ {
 		var now time.Time
@@ -446,7 +446,7 @@ func (w *world) silent(peer int, l transport.Link, now time.Time) (limit time.Du
 			return 0
 		}
 		if !w.pulseSeen[peer].Load() {
-			limit = stallFactor * w.cfg.FailAfter
+			limit = max(limit, stallFactor*w.cfg.FailAfter)
 		}
 	}
 	if quiet := time.Duration(now.UnixNano() - w.lastRecv[peer].Load()); quiet > limit {
