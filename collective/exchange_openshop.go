@@ -29,8 +29,8 @@ import (
 // the sender has much left to send and grow as the sender goes on. A walk
 // of the idle order that passes more receivers than the sender has idle
 // ones gives way to a pass over those; once a walk of the busy order
-// passes more than the sender has left, the sender scans its own row
-// instead, then and for good, in one pass in cyclic order from i+1 that
+// passes more than 8k + 128 receivers, k the number the sender has left,
+// the sender scans its own row instead, then and for good, in one pass in cyclic order from i+1 that
 // keeps a receiver only if it is strictly better.
 type openShopPicker struct {
 	n, words  int
@@ -128,7 +128,9 @@ func (ps *openShopPicker) pick(i, k int, s float64) openShopPick {
 		return openShopPick{j: j, a: ps.recvAvail[j]}
 	}
 	if !ps.scan[i] {
-		limit := k
+		// A step of the walk costs less than one of the scan (no
+		// comparison of times): it may pass eight times as many.
+		limit := 8*k + 128
 		if j, ok := ps.walk(ps.busy, row, i, &limit); ok {
 			return openShopPick{j: j, a: ps.recvAvail[j]}
 		}
