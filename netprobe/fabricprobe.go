@@ -98,8 +98,8 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	base := time.Now()
-	// Latencies: every pair once, in the rounds of a tournament, without
-	// barriers (the tiny messages of one round cannot share a bottleneck
+	// Latencies: every pair once, in the rounds of a tournament (A, the
+	// lower rank, pings), without barriers (the tiny messages of one round cannot share a bottleneck
 	// to any extent that matters, and each pair waits for its own ends).
 	for ri, round := range Tournament(n) {
 		for _, pr := range round {
@@ -111,7 +111,13 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 				peer = pr.A
 			}
 			t0 := time.Since(base).Seconds()
-			for _, sender := range []int{pr.A, pr.B} {
+			// A pings B (the latency is the same both ways); B pings A too
+			// in the first rounds only, for its send overhead samples.
+			senders := []int{pr.A}
+			if ri < overheadRounds {
+				senders = append(senders, pr.B)
+			}
+			for _, sender := range senders {
 				if sender == me {
 					rtt, ss, err := ping(ctx, p, peer, cfg, buf)
 					if err != nil {
@@ -190,6 +196,10 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 	return DecodeResult(dir, n)
 }
 
+// overheadRounds is how many rounds of the pings go both ways: enough
+// small messages for every rank's send and receive overheads.
+const overheadRounds = 3
+
 // ping measures the round trip of tiny messages to peer (which echoes),
 // and sends a few small ones for the send overhead. It returns the
 // shortest round trip and the Send calls' times.
@@ -197,9 +207,6 @@ func ping(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (float6
 	rtt := math.Inf(1)
 	var sends []Sample
 	sizes := []int{1, 1, 1, 1 << 10, 4 << 10}
-	for k := 3; k < min(cfg.PingReps, 6); k++ {
-		sizes = append(sizes, 1)
-	}
 	for _, m := range sizes {
 		t0 := time.Now()
 		if err := p.Send(ctx, peer, tagData, buf[:m]); err != nil {
