@@ -16,4 +16,5 @@ func ExampleExperiments() {
 	// multicast
 	// redistribute
 	// remap
+	// scale
 }
