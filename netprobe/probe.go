@@ -307,6 +307,9 @@ func probeLinks(ctx context.Context, p Port, cfg Config) (*Result, error) {
 	if cfg.Method == MethodPairwise {
 		return probeOnce(ctx, p, cfg)
 	}
+	if n := p.Size(); n > oneHostAll && oneHost(cfg, n) {
+		return probeOneHost(ctx, p, cfg)
+	}
 	return probeFabric(ctx, p, cfg)
 }
 
