@@ -54,6 +54,14 @@ type LiveRecord struct {
 	Note string `json:"note,omitempty"`
 	// Groups are a redistribution's senders and receivers.
 	Groups [][]int `json:"groups,omitempty"`
+	// Seed is the random pattern's seed: with Pattern, Ranks and Bytes it
+	// gives the size matrix (PatternSizes).
+	Seed uint64 `json:"seed,omitempty"`
+	// Model is the cost model the ranks planned with (the probed one,
+	// segments and rails included), so that a recorded run can be
+	// replayed on the fabric it implies (collective.FabricFromModel).
+	// Only Alltoallv records it.
+	Model *collective.Model `json:"model,omitempty"`
 }
 
 // liveFlags are shared by the launcher and the ranks.
@@ -389,7 +397,10 @@ func LiveRankCommand(args []string, stdout, stderr io.Writer) int {
 			}
 			r := LiveRecord{System: "hetcomm", Collective: lf.collective, Algorithm: string(algo), Pattern: lf.pattern, Transport: *tname,
 				Ranks: n, Bytes: size, Total: total, Iters: lf.iters, LowerBound: lc.lb, Predicted: lc.pred, FabricBound: lc.fabric,
-				BoundBy: lc.boundBy, Chosen: lc.chosen, Chunks: lc.chunks, Note: lc.note}
+				BoundBy: lc.boundBy, Chosen: lc.chosen, Chunks: lc.chunks, Note: lc.note, Seed: lf.seed}
+			if lf.collective == "alltoallv" {
+				r.Model = c.Model()
+			}
 			recs = append(recs, reportLive(stdout, c, lf, r, times))
 		}
 	}
