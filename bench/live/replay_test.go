@@ -82,16 +82,19 @@ func replayAlltoallv(r LiveRecord) (float64, error) {
 // misses.
 var knownMisses = map[string]string{
 	// Every flow of the exchange at once, unpaced, into the 20 and
-	// 40 Mbit/s ports of h7 and h8: the iterations ranged 3.28-6.04 s
-	// (1.09-2.01x the bound), from drops and retransmission timeouts
-	// that a fluid model of fair sharing does not have. The README's
-	// earlier run of the same case had a median of 3.243 s.
-	"switch8-uniform naive": "losses and retransmission timeouts of unpaced TCP into the slowest ports",
-	// Reproducible (the README's earlier run: 1.30x the bound, this one
-	// 1.37x), while random and servers sizes on the same rails run within
+	// 40 Mbit/s ports of h7 and h8: the iterations took either about
+	// 3.1-3.3 s or 4.6-6.1 s (up to 2x the bound), from drops and
+	// retransmission timeouts that a fluid model of fair sharing does
+	// not have, and the median of 7 falls on either side: 4.637 s in
+	// this run, 3.279 s in run2 (which the simulator predicts within
+	// 9%).
+	"switch8-uniform naive": "iterations of 3.1-3.3 s or 4.6-6.1 s (losses and timeouts of unpaced TCP into the slowest ports); the median of 7 is 3.28 s in one run, 4.64 s in this one",
+	// Reproducible (the README's earlier run: 1.30x the bound, these
+	// 1.37x and 1.47x), while random and servers sizes on the same rails run within
 	// 4% of it and paced within 6%: every message split over both rails,
 	// all of them at once. The cause is not established.
-	"dualnic4-uniform naive": "1 MiB to every peer at once, split over both rails: 1.30-1.37x the bound, cause not established",
+	"dualnic4-uniform naive":      "1 MiB to every peer at once, split over both rails: 1.30-1.47x the bound, cause not established",
+	"dualnic4-uniform-run2 naive": "as dualnic4-uniform",
 }
 
 // replayTolerance is issue 18's target: the simulator predicts the
