@@ -196,15 +196,16 @@ func planKey(c *Comm, name string, sizes []int64) string {
 }
 
 // cached returns *val when *key is key, and otherwise makes it with build
-// and keeps it under key: the last plan of a kind, for iterative codes
-// that repeat their calls (planning costs more than a small collective).
+// (or takes it from another rank of this process, sharedPlan) and keeps
+// it under key: the last plan of a kind, for iterative codes that repeat
+// their calls (planning costs more than a small collective).
 func cached[V any](c *Comm, key *string, val *V, k string, build func() (V, error)) (V, error) {
 	c.planMu.Lock()
 	defer c.planMu.Unlock()
 	if *key == k {
 		return *val, nil
 	}
-	v, err := build()
+	v, err := sharedPlan(c, "", k, build)
 	if err != nil {
 		return v, err
 	}

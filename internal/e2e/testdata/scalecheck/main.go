@@ -12,10 +12,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -47,8 +49,17 @@ func main() {
 	maxBytes := flag.Int("max", 1024, "largest Alltoallv message, in bytes")
 	bcastBytes := flag.Int("bcast", 64<<10, "Bcast size, in bytes")
 	elems := flag.Int("allreduce", 1024, "Allreduce length, in float64s")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here")
+	logWarnings := flag.Bool("log", false, "with -inproc: log the ranks' warnings to stderr")
 	flag.Parse()
-	w := work{maxBytes: *maxBytes, bcastBytes: *bcastBytes, elems: *elems}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
+	w := work{maxBytes: *maxBytes, bcastBytes: *bcastBytes, elems: *elems, logWarnings: *logWarnings}
 	var rep *Report
 	var err error
 	if *inproc > 0 {
@@ -57,6 +68,7 @@ func main() {
 		rep, err = w.launched()
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "scalecheck:", err)
 		os.Exit(1)
 	}
@@ -69,6 +81,7 @@ func main() {
 
 type work struct {
 	maxBytes, bcastBytes, elems int
+	logWarnings                 bool
 }
 
 // launched runs one rank of a job started by a launcher.
@@ -118,7 +131,11 @@ func (w work) inProcess(n int) (*Report, error) {
 	each(n, func(r int) {
 		b := &bootstrap.Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte("scalecheck secret of at least 32 bytes"), Job: job,
 			Transport: "mem", Timeout: 60 * time.Second, Emulate: model, Model: model, Probe: "off"}
-		comms[r], errs[r] = comm.Init(context.Background(), &comm.Config{Bootstrap: b, Network: netw, CacheDir: dir})
+		cfg := &comm.Config{Bootstrap: b, Network: netw, CacheDir: dir}
+		if w.logWarnings {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}
+		comms[r], errs[r] = comm.Init(context.Background(), cfg)
 	})
 	startS := time.Since(t0).Seconds()
 	defer each(n, func(r int) {
