@@ -52,7 +52,7 @@ func (c *Comm) Alltoall(ctx context.Context, send [][]byte) ([][]byte, error) {
 	}
 	for j := range recv {
 		if len(send) > 0 && len(recv[j]) != len(send[0]) {
-			return nil, opErr("Alltoall", &RankError{Rank: c.group[j], Err: fmt.Errorf("%w: rank %d sent %d bytes, this rank %d", ErrMismatch, j, len(recv[j]), len(send[0]))})
+			return nil, opErr("Alltoall", &RankError{Rank: c.group[j], Err: fmt.Errorf("%w: Alltoall: rank %d sent %d bytes, rank %d %d", ErrMismatch, j, len(recv[j]), c.rank, len(send[0]))})
 		}
 	}
 	return recv, nil

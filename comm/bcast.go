@@ -75,6 +75,10 @@ func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, e
 		if c.Size() == 1 {
 			return data, nil
 		}
+		k.sig = bcastHead(root, int64(len(data)))
+		if err := k.expectNothing(); err != nil {
+			return nil, k.err(err)
+		}
 		plan, err := c.planBcast(root, int64(len(data)), algo)
 		if err != nil {
 			return nil, k.err(err)
@@ -102,6 +106,7 @@ func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, e
 		stash = append(stash, stashedPiece{src: c.index[m.src], seq: m.useq, data: bytes.Clone(first)})
 	}
 	src := c.index[m.src]
+	k.sig = m.useq
 	size := int64(m.useq & (1<<bcastRootShift - 1))
 	if theirs := int(m.useq &^ bcastFirst >> bcastRootShift); theirs != root {
 		why := fmt.Sprintf("Bcast: rank %d broadcast from root %d, rank %d expected root %d", src, theirs, c.rank, root)

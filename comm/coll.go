@@ -52,6 +52,9 @@ type coll struct {
 	ctx context.Context
 	op  uint16
 	tag int32
+	// sig is what this rank's first piece carries (Bcast's root and
+	// size, a reduction's length), kept to describe a stray message.
+	sig uint64
 }
 
 // begin starts a collective: it checks the communicator and takes the
@@ -75,9 +78,23 @@ func (c *Comm) begin(ctx context.Context, op uint16) (*coll, context.CancelFunc,
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	seq := c.collSeq.Add(1)
-	return &coll{c: c, ctx: ctx, op: op, tag: int32(seq & 0x7fffffff)}, func() {
+	k := &coll{c: c, ctx: ctx, op: op, tag: int32(seq & 0x7fffffff)}
+	if m := c.early(k.tag, op); m != nil {
+		// Another collective's message came before this call began
+		// (deliver could not tell then).
+		why := fmt.Sprintf("rank %d called %s while rank %d called %s", c.index[m.src], opName(m.flags), c.rank, opName(op))
+		c.abort(why)
 		cancel()
 		c.running.Store(0)
+		return nil, nil, opErr(opName(op), &RankError{Rank: m.src, Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
+	}
+	return k, func() {
+		left := k.ctx.Err() != nil
+		c.quiet.Store(false)
+		c.callSig.Store(0)
+		cancel()
+		c.running.Store(0)
+		k.settle(left)
 	}, nil
 }
 
@@ -169,6 +186,255 @@ func (k *coll) finishMsg(r *recvReq, buf []byte) ([]byte, *inMsg, error) {
 	return data, m, nil
 }
 
+// Stray messages. A collective's messages are all received by the end
+// of the call when every rank called it alike. A message that finds no
+// receive (one that arrives for a collective this rank has finished, or
+// that is still unmatched when it finishes) comes from a rank whose plan
+// differs: another root, another length on the other side of a size
+// class, another algorithm or another collective. Its receiver is often
+// the only rank that can tell (the rank that waits for what the sender
+// sent it instead waits for ever), so it breaks the communicator on every
+// rank, naming the sender and what differed. A collective left because
+// its context ended is exempt: its late messages are no one's fault.
+
+// settle records a finished collective and looks for messages it left
+// unmatched (left: the call ended with its context).
+func (k *coll) settle(left bool) {
+	c := k.c
+	if left {
+		c.abandoned.Store(1<<31 | uint32(k.tag))
+		return
+	}
+	c.lastSig.Store(k.sig)
+	c.lastColl.Store(uint64(uint32(k.tag))<<32 | uint64(k.op))
+	if c.brokenErr() != nil {
+		return
+	}
+	if m := c.unmatched(k.tag); m != nil {
+		c.abort(c.strayWhy(m))
+	}
+}
+
+// unmatched returns a message of this collective call (tag) that no
+// receive took, or nil.
+func (c *Comm) unmatched(tag int32) *inMsg {
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[collCtx(c.id)]; q != nil {
+		for _, m := range q.unexpected {
+			if m.tag == tag {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// expectNothing says that this rank's part of the call receives nothing
+// (a Gather sender, a Scatter or Bcast root): any message of the call
+// that reaches it is a mismatch, found as it lands (a rank waiting for
+// this one's grant would otherwise wait for ever). It returns the error
+// for a message already here.
+func (k *coll) expectNothing() error {
+	c := k.c
+	c.quiet.Store(true)
+	c.callSig.Store(k.sig) // any message is a mismatch: for its wording
+	if m := c.unmatched(k.tag); m != nil {
+		why := c.strayWhy(m)
+		c.abort(why)
+		return &RankError{Rank: m.src, Err: fmt.Errorf("%w: %s", ErrMismatch, why)}
+	}
+	return nil
+}
+
+// expectSig says that every message of this call carries sig (not 0,
+// below 1<<63) as its sequence number, and so must every other
+// rank's: a message with another is a mismatch, found as it lands (its
+// receive, posted for sig, would never take it). It returns the error
+// for such a message already here.
+func (k *coll) expectSig(sig uint64) error {
+	c := k.c
+	k.sig = sig
+	c.callSig.Store(sig)
+	w := c.w
+	w.mu.Lock()
+	var bad *inMsg
+	if q := w.queues[collCtx(c.id)]; q != nil {
+		for _, m := range q.unexpected {
+			if m.tag == k.tag && m.useq != sig {
+				bad = m
+				break
+			}
+		}
+	}
+	w.mu.Unlock()
+	if bad != nil {
+		why := c.strayWhy(bad)
+		c.abort(why)
+		return &RankError{Rank: bad.src, Err: fmt.Errorf("%w: %s", ErrMismatch, why)}
+	}
+	return nil
+}
+
+// otherSig reports whether m is of the running call, which expects
+// another signature (expectSig).
+func (c *Comm) otherSig(m *inMsg) bool {
+	sig := c.callSig.Load()
+	return sig != 0 && m.useq != sig && c.running.Load() != 0 && m.tag == int32(c.collSeq.Load()&0x7fffffff)
+}
+
+// early returns a message that came for this call (tag) before it
+// began from another collective than op, or nil.
+func (c *Comm) early(tag int32, op uint16) *inMsg {
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[collCtx(c.id)]; q != nil {
+		for _, m := range q.unexpected {
+			if m.tag == tag && m.flags != op {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// checkStray is called by deliver (w.mu held) for every collective
+// message that found no receive: if it belongs to a collective this rank
+// has finished, the communicator breaks on every rank.
+func (w *world) checkStray(ctxID uint32, m *inMsg) {
+	if w.closing {
+		return
+	}
+	for c := range w.comms {
+		if collCtx(c.id) != ctxID {
+			continue
+		}
+		if c.brokenErr() == nil && (c.finished(m.tag) || c.otherOp(m) || c.quietNow(m) || c.otherSig(m)) {
+			why := c.strayWhy(m)
+			w.wg.Add(1)
+			go func() {
+				defer w.wg.Done()
+				c.abort(why)
+			}()
+		}
+		return
+	}
+}
+
+// brokenCtx reports whether a context id is of a communicator that broke
+// or that this rank no longer has (w.mu not held): a rendezvous it
+// granted may have been left.
+func (w *world) brokenCtx(ctxID uint32) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.comms {
+		if p2pCtx(c.id) == ctxID || collCtx(c.id) == ctxID {
+			return c.brokenErr() != nil
+		}
+	}
+	return true
+}
+
+// finished reports whether tag is a collective call this rank finished
+// (not one running, not a later one, not one left when its context
+// ended).
+func (c *Comm) finished(tag int32) bool {
+	d := (c.collSeq.Load() - uint32(tag)) & 0x7fffffff
+	switch {
+	case d >= 1<<30: // a later call's: this rank is behind
+		return false
+	case d == 0 && c.running.Load() != 0:
+		return false
+	case c.abandoned.Load() == 1<<31|uint32(tag):
+		return false
+	}
+	return true
+}
+
+// otherOp reports whether m is of the collective call running here but
+// comes from another collective: the two ranks may wait for each other
+// (neither receives what the other sent), so m's arrival is where the
+// mismatch shows.
+func (c *Comm) otherOp(m *inMsg) bool {
+	op := c.running.Load()
+	if op == 0 || uint32(m.flags) == op || m.tag != int32(c.collSeq.Load()&0x7fffffff) {
+		return false
+	}
+	// begin sets running before it takes the call's number: a call
+	// that just ended still has the number then.
+	return int32(c.lastColl.Load()>>32) != m.tag && c.abandoned.Load() != 1<<31|uint32(m.tag)
+}
+
+// quietNow reports whether m is of the running call, whose part here
+// receives nothing.
+func (c *Comm) quietNow(m *inMsg) bool {
+	return c.quiet.Load() && c.running.Load() != 0 && m.tag == int32(c.collSeq.Load()&0x7fffffff)
+}
+
+// strayWhy describes a stray message m: who sent what, and what this
+// rank called instead.
+func (c *Comm) strayWhy(m *inMsg) string {
+	src := c.index[m.src]
+	if c.otherOp(m) {
+		return fmt.Sprintf("rank %d called %s while rank %d called %s", src, opName(m.flags), c.rank, opName(uint16(c.running.Load())))
+	}
+	if c.otherSig(m) {
+		if why := sigWhy(m.flags, src, m.useq, c.rank, c.callSig.Load()); why != "" {
+			return why
+		}
+	}
+	if c.quietNow(m) {
+		return fmt.Sprintf("rank %d sent rank %d a message of %s%s, but rank %d's part of it receives nothing (the ranks' roots, lengths or algorithms differ)", src, c.rank, opName(m.flags), describeSig(m.flags, m.useq), c.rank)
+	}
+	last := c.lastColl.Load()
+	if int32(last>>32) != m.tag {
+		return fmt.Sprintf("rank %d sent rank %d a message of %s after rank %d had finished that call and the next (the ranks' calls differ)", src, c.rank, opName(m.flags), c.rank)
+	}
+	op, sig := uint16(last), c.lastSig.Load()
+	if m.flags != op {
+		return fmt.Sprintf("rank %d called %s while rank %d called %s", src, opName(m.flags), c.rank, opName(op))
+	}
+	if why := sigWhy(op, src, m.useq, c.rank, sig); why != "" {
+		return why
+	}
+	return fmt.Sprintf("rank %d sent rank %d a message of %s%s that rank %d's %s%s does not receive (the ranks' arguments or algorithms differ)", src, c.rank, opName(m.flags), describeSig(m.flags, m.useq), c.rank, opName(op), describeSig(op, sig))
+}
+
+// sigWhy says how two ranks' calls of op differ by what their first
+// pieces carry (describeSig), or "" if that does not tell.
+func sigWhy(op uint16, src int, theirs uint64, me int, mine uint64) string {
+	t, m := describeSig(op, theirs), describeSig(op, mine)
+	switch {
+	case t == "" || m == "" || t == m:
+		return ""
+	case op == opBcast:
+		root := func(seq uint64) uint64 { return seq &^ bcastFirst >> bcastRootShift }
+		size := func(seq uint64) uint64 { return seq & (1<<bcastRootShift - 1) }
+		return fmt.Sprintf("Bcast: rank %d broadcast from root %d (%d bytes), rank %d expected root %d", src, root(theirs), size(theirs), me, root(mine))
+	}
+	return fmt.Sprintf("rank %d called %s%s, rank %d%s", src, opName(op), t, me, m)
+}
+
+// describeSig says what a first piece's sequence number carries: a
+// broadcast's root and size, a reduction's length ("" if nothing).
+func describeSig(op uint16, seq uint64) string {
+	if op == opReduceScatter && seq>>62 == 1 {
+		return fmt.Sprintf(" with counts #%x and %s", seq&(1<<48-1), opCodeName(seq>>54&0xff))
+	}
+	if seq&bcastFirst == 0 {
+		return ""
+	}
+	switch op {
+	case opBcast:
+		return fmt.Sprintf(" from root %d with %d bytes", seq&^bcastFirst>>bcastRootShift, seq&(1<<bcastRootShift-1))
+	case opReduce, opAllreduce:
+		return describeHead(seq)
+	}
+	return ""
+}
+
 // abort breaks the communicator after a mismatch and tells every other
 // member, so that no rank waits for a collective that cannot complete.
 func (c *Comm) abort(why string) { c.abortWith(ErrMismatch, why) }
@@ -231,6 +497,9 @@ func (c *Comm) gather(ctx context.Context, root int, data []byte, equal bool) ([
 	}
 	defer cancel()
 	if c.rank != root {
+		if err := k.expectNothing(); err != nil {
+			return nil, k.err(err)
+		}
 		return nil, k.err(k.send(root, data))
 	}
 	n := c.Size()
@@ -246,16 +515,21 @@ func (c *Comm) gather(ctx context.Context, root int, data []byte, equal bool) ([
 		if r == root {
 			continue
 		}
-		if out[r], err = k.finish(reqs[r]); err != nil {
+		out[r], err = k.finish(reqs[r])
+		if err == nil && equal && len(out[r]) != len(data) {
+			// The senders are done: tell them, so that none returns
+			// from its next call with data.
+			why := fmt.Sprintf("Gather: rank %d sent %d bytes, root %d has %d (use Gatherv for different sizes)", r, len(out[r]), c.rank, len(data))
+			c.abort(why)
+			err = &RankError{Rank: c.group[r], Err: fmt.Errorf("%w: %s", ErrMismatch, why)}
+		}
+		if err != nil {
 			for q := r + 1; q < n; q++ {
 				if reqs[q] != nil {
 					c.w.unpost(collCtx(c.id), reqs[q])
 				}
 			}
 			return nil, k.err(err)
-		}
-		if equal && len(out[r]) != len(data) {
-			return nil, k.err(&RankError{Rank: c.group[r], Err: fmt.Errorf("%w: Gather: rank %d sent %d bytes, root has %d (use Gatherv for different sizes)", ErrMismatch, r, len(out[r]), len(data))})
 		}
 	}
 	return out, nil
@@ -297,6 +571,9 @@ func (c *Comm) scatter(ctx context.Context, root int, parts [][]byte, equal bool
 	if c.rank != root {
 		data, err := k.recv(root)
 		return data, k.err(err)
+	}
+	if err := k.expectNothing(); err != nil {
+		return nil, k.err(err)
 	}
 	var dones []func() error
 	for r, p := range parts {

@@ -31,6 +31,16 @@ type Comm struct {
 	collSeq atomic.Uint32
 	splits  atomic.Uint32
 	running atomic.Uint32 // the collective in progress (op code), 0 if none
+	// What stray messages are checked against (coll.go): the last
+	// collective this rank finished (tag<<32 | op), what
+	// its first piece carried (lastSig), and the last one it left when its
+	// context ended (abandoned: 1<<31 | tag), whose late messages are no
+	// one's fault.
+	lastColl  atomic.Uint64
+	quiet     atomic.Bool   // the running call receives nothing (coll.expectNothing)
+	callSig   atomic.Uint64 // what every message of the running call carries (coll.expectSig), 0 if nothing
+	lastSig   atomic.Uint64
+	abandoned atomic.Uint32
 
 	broken    chan struct{}
 	breakOnce sync.Once

@@ -27,7 +27,33 @@ var (
 	// ErrTruncated reports a message larger than the receive buffer.
 	ErrTruncated = errors.New("comm: message truncated")
 	// ErrMismatch reports collective calls that do not match between ranks
-	// (another collective, another algorithm, inconsistent sizes).
+	// (another collective, another algorithm, another root, length or
+	// built-in operator). The error names the rank and what differed.
+	// The rank that finds a mismatch breaks the communicator on every
+	// rank before it returns, so that none waits for a message that will
+	// not come: the mismatched call fails with ErrMismatch on every rank
+	// that still waits in it, and every later call on the communicator
+	// fails with the same error. A message that comes for a collective
+	// call its receiver has finished, or that is still unmatched when the
+	// call ends, is a mismatch too (another root or length makes another
+	// plan), found where it lands, even after the call returned.
+	//
+	// What no message can reveal without a round trip that every correct
+	// call would pay for:
+	//   - A rank whose part needs nothing back (a Bcast root whose pieces
+	//     go eagerly, a Gather or Reduce sender, a leaf of the reduction
+	//     tree, Scan's last rank) may return nil from a mismatched call.
+	//     Its communicator breaks as soon as the others' notice arrives,
+	//     and its next collective fails with the mismatch's error (one
+	//     that needs nothing from the others may still succeed first).
+	//   - Ranks that only wait, and send nothing that reaches the others:
+	//     two ranks that both believe they are the root of a Gather or a
+	//     Reduce each wait for the other's data; every rank told a root
+	//     that does not believe it is one waits for a Bcast that no one
+	//     sends. Only Config.OpTimeout (or the context) ends these.
+	//   - Two operators of the caller's (not Sum, Prod, Min or Max), and
+	//     element types of the same size, are not told apart; Scan and
+	//     Exscan do not carry the operator at all.
 	ErrMismatch = errors.New("comm: mismatched collective calls")
 	// ErrProtocol reports a message that breaks the protocol (an unknown
 	// rendezvous, a wrong length).

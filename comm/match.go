@@ -191,6 +191,9 @@ func (w *world) deliver(ctxID uint32, m *inMsg) {
 		}
 	}
 	q.unexpected = append(q.unexpected, m)
+	if ctxID&1 == 1 {
+		w.checkStray(ctxID, m) // coll.go
+	}
 	keep := q.probes[:0]
 	for _, r := range q.probes {
 		if matches(r, m) {
@@ -335,11 +338,12 @@ func (w *world) fireData(peer int, h transport.Header, payload []byte) {
 	w.mu.Lock()
 	s := w.slots[k]
 	w.mu.Unlock()
-	if s == nil && h.Seq == preGrantSeq {
-		// The receiver granted the buffer in advance, then left the call
-		// (its context ended, or the call failed) before this payload
+	if s == nil && (h.Seq == preGrantSeq || w.brokenCtx(h.Comm)) {
+		// The receiver granted the buffer (in advance, for Alltoallv),
+		// then left the call (its context ended, or the call failed, or
+		// the communicator broke on a mismatch) before this payload
 		// came: the sender did nothing wrong.
-		w.log.Debug("comm: dropping a payload for an abandoned Alltoallv", "peer", peer, "ctx", h.Comm, "tag", h.Tag, "bytes", len(payload))
+		w.log.Debug("comm: dropping a payload for an abandoned receive", "peer", peer, "ctx", h.Comm, "tag", h.Tag, "bytes", len(payload))
 		return
 	}
 	if s == nil {

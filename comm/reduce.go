@@ -189,15 +189,26 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 	}
 	// A binomial tree towards rank 0 combines in rank order (a subtree's
 	// ranks follow its parent's); rank 0 then hands the result to root.
+	// Every message carries the sender's length, root and operator
+	// (reduceHead), which the receiver checks.
+	head := reduceHead(root, len(acc), opCode(op))
+	k.sig = head
+	send := func(dst int) error {
+		done, err := k.isendSeq(dst, AsBytes(acc), head)
+		if err == nil {
+			err = done()
+		}
+		return err
+	}
 	for mask := 1; mask < n; mask <<= 1 {
 		if me&mask != 0 {
-			if err := k.send(me-mask, AsBytes(acc)); err != nil {
+			if err := send(me - mask); err != nil {
 				return nil, k.err(err)
 			}
 			break
 		}
 		if me+mask < n {
-			other, err := recvSlice[T](k, me+mask, len(acc))
+			other, err := recvReduced[T](k, me+mask, head, len(acc))
 			if err != nil {
 				return nil, k.err(err)
 			}
@@ -208,11 +219,11 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 	case root == 0 && me == 0:
 		return acc, nil
 	case me == 0:
-		if err := k.send(root, AsBytes(acc)); err != nil {
+		if err := send(root); err != nil {
 			return nil, k.err(err)
 		}
 	case me == root:
-		res, err := recvSlice[T](k, 0, len(acc))
+		res, err := recvReduced[T](k, 0, head, len(acc))
 		if err != nil {
 			return nil, k.err(err)
 		}
@@ -220,6 +231,27 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 		return acc, nil
 	}
 	return nil, nil
+}
+
+// recvReduced receives a vector of want elements from rank src in a
+// reduction whose messages carry head (reduceHead).
+func recvReduced[T Number](k *coll, src int, head uint64, want int) ([]T, error) {
+	b, m, err := k.finishMsg(k.c.postRecv(collCtx(k.c.id), src, k.tag), nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.checkHead(src, m.useq, head); err != nil {
+		return nil, err
+	}
+	got, err := FromBytes[T](b)
+	if err == nil && len(got) != want {
+		// The head said want elements: the message contradicts it.
+		err = fmt.Errorf("%w: %s: rank %d sent %d elements, its head said %d", ErrProtocol, opName(k.op), src, len(got), want)
+	}
+	if err != nil {
+		return nil, &RankError{Rank: k.c.group[src], Err: err}
+	}
+	return got, nil
 }
 
 // Allreduce combines every rank's data with op and gives every rank the

@@ -2,7 +2,9 @@ package comm
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"unsafe"
@@ -55,7 +57,14 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, data []T, counts []in
 	if plan != nil && plan.Algorithm == collective.Paced {
 		rates = c.pacingRates(plan)
 	}
-	blocks, err := exchangeBlocks[T](k, counts[c.rank], func(r int) []byte { return AsBytes(block(r)) }, rates)
+	// Every block carries the counts' digest and the operator, so that
+	// ranks that pass others fail instead of combining blocks cut
+	// differently.
+	sig := reduceScatterSig(counts, int(unsafe.Sizeof(z)), opCode(op))
+	if err := k.expectSig(sig); err != nil {
+		return nil, k.err(err)
+	}
+	blocks, err := exchangeBlocks[T](k, counts[c.rank], func(r int) []byte { return AsBytes(block(r)) }, rates, sig)
 	if err != nil {
 		return nil, k.err(err)
 	}
@@ -84,7 +93,7 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, data []T, counts []in
 // rendezvous, every grant at the same time; with rates (a paced plan,
 // see ReduceScatterPlan) the link to each rank is paced to its rate and every
 // block goes eagerly, landing in place.
-func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte, rates []float64) ([][]byte, error) {
+func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte, rates []float64, sig uint64) ([][]byte, error) {
 	c := k.c
 	n, me := c.Size(), c.rank
 	var z T
@@ -93,7 +102,7 @@ func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte, rates 
 	reqs := make([]*recvReq, n)
 	for r := range n {
 		if r != me {
-			reqs[r] = k.postSeqInto(r, 0, into[r*size:(r+1)*size:(r+1)*size])
+			reqs[r] = k.postSeqInto(r, sig, into[r*size:(r+1)*size:(r+1)*size])
 		}
 	}
 	if rates != nil {
@@ -108,11 +117,11 @@ func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte, rates 
 			// An eager send returns once written: one goroutine each, so
 			// that every paced link carries its block at once.
 			done := make(chan error, 1)
-			go func() { done <- k.sendEager(r, mine(r), 0) }()
+			go func() { done <- k.sendEager(r, mine(r), sig) }()
 			dones = append(dones, func() error { return <-done })
 			continue
 		}
-		done, err := k.isend(r, mine(r))
+		done, err := k.isendSeq(r, mine(r), sig)
 		if err != nil {
 			for _, q := range reqs {
 				if q != nil {
@@ -135,7 +144,9 @@ func exchangeBlocks[T Number](k *coll, want int, mine func(r int) []byte, rates 
 			defer wg.Done()
 			b, err := k.finishInto(reqs[r], into[r*size:(r+1)*size:(r+1)*size])
 			if err == nil && len(b) != size {
-				err = &RankError{Rank: c.group[r], Err: fmt.Errorf("%w: rank %d sent %d bytes for rank %d, whose block here is %d", ErrMismatch, r, len(b), me, size)}
+				why := fmt.Sprintf("rank %d sent %d bytes for rank %d, whose block here is %d", r, len(b), me, size)
+				c.abort(why)
+				err = &RankError{Rank: c.group[r], Err: fmt.Errorf("%w: %s", ErrMismatch, why)}
 			}
 			got[r], errs[r] = b, err
 		}()
@@ -359,4 +370,19 @@ func allreducePipelined[T Number](ctx context.Context, c *Comm, data, out []T, o
 		return k.err(err)
 	}
 	return k.err(ctx2.Err())
+}
+
+// reduceScatterSig is what every block of a reduce-scatter carries:
+// 1<<62 | the operator (opCode) << 54 | a 48-bit digest of the counts
+// and the element size. (Bit 63 would make it a wildcard to a receive.)
+func reduceScatterSig(counts []int, elemSize int, op uint64) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(elemSize))
+	h.Write(b[:])
+	for _, n := range counts {
+		binary.LittleEndian.PutUint64(b[:], uint64(n))
+		h.Write(b[:])
+	}
+	return 1<<62 | op<<54 | h.Sum64()&(1<<48-1)
 }

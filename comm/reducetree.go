@@ -12,9 +12,55 @@ import (
 // broadcast's tree run backwards, the operator applied on the way.
 
 // reduceHeadFlag marks the first piece a rank sends up a reduction's
-// tree: its sequence number is reduceHeadFlag | the rank's number of
-// elements, which its parent checks against its own.
+// tree (or its whole vector, on the binomial tree): its sequence number
+// is reduceHead's, which its parent checks against its own, so that
+// ranks that pass other lengths, roots or operators fail instead of
+// combining what does not go together.
 const reduceHeadFlag = uint64(1) << 63
+
+// reduceHead is reduceHeadFlag | the operator (opCode) << 56 | root << 40
+// | the number of elements (below 2^40; roots below 2^16 are told apart).
+func reduceHead(root, elems int, op uint64) uint64 {
+	return reduceHeadFlag | op<<56 | uint64(root&0xffff)<<40 | uint64(elems)&(1<<40-1)
+}
+
+// describeHead says what a reduction's head carries.
+func describeHead(seq uint64) string {
+	return fmt.Sprintf(" with %d elements to root %d with %s", seq&(1<<40-1), seq>>40&0xffff, opCodeName(seq>>56&0x7f))
+}
+
+// opCode tells the built-in operators apart, so that ranks that pass
+// different ones fail: 1-4 for Sum, Prod, Min and Max, 0 for any other
+// (two operators of the caller's are not told apart).
+func opCode[T Number](op Op[T]) uint64 {
+	for i, p := range []string{"Sum[", "Prod[", "Min[", "Max["} {
+		if opIs(op, p) {
+			return uint64(i + 1)
+		}
+	}
+	return 0
+}
+
+func opCodeName(code uint64) string {
+	if code >= 1 && code <= 4 {
+		return []string{"Sum", "Prod", "Min", "Max"}[code-1]
+	}
+	return "an operator of the caller's"
+}
+
+// checkHead checks the head a child (communicator rank src) sent against
+// this rank's; on a difference it breaks the communicator on every rank.
+func (k *coll) checkHead(src int, got, want uint64) error {
+	if got == want {
+		return nil
+	}
+	why := fmt.Sprintf("rank %d called %s%s, rank %d%s", src, opName(k.op), describeHead(got), k.c.rank, describeHead(want))
+	if got&reduceHeadFlag == 0 {
+		why = fmt.Sprintf("rank %d sent piece %d of %s first (rank %d called it%s)", src, got, opName(k.op), k.c.rank, describeHead(want))
+	}
+	k.c.abort(why)
+	return &RankError{Rank: k.c.group[src], Err: fmt.Errorf("%w: %s", ErrMismatch, why)}
+}
 
 // reducePlan returns the tree plan for reducing a vector of elems
 // elements of elemSize bytes to root with op, or nil where the binomial
@@ -85,7 +131,8 @@ func reduceAlong[T Number](k *coll, plan *collective.BcastPlan, acc []T, op Op[T
 		}
 		return err
 	}
-	head := reduceHeadFlag | uint64(n)
+	head := reduceHead(plan.Root, n, opCode(op))
+	k.sig = head
 	for i := 0; i < pieces; i++ {
 		lo, hi := span(i)
 		for ci, child := range children {
@@ -95,17 +142,10 @@ func reduceAlong[T Number](k *coll, plan *collective.BcastPlan, acc []T, op Op[T
 			if err != nil {
 				return fail(err)
 			}
-			if i == 0 && m.useq != head {
-				theirs := int64(m.useq &^ reduceHeadFlag)
-				if m.useq&reduceHeadFlag == 0 {
-					theirs = -1
+			if i == 0 {
+				if err := k.checkHead(child, m.useq, head); err != nil {
+					return fail(err)
 				}
-				why := fmt.Sprintf("rank %d contributed %d elements to %s, rank %d %d", child, theirs, opName(k.op), c.rank, n)
-				if theirs < 0 {
-					why = fmt.Sprintf("rank %d sent piece %d of %s first (rank %d has %d elements)", child, m.useq, opName(k.op), c.rank, n)
-				}
-				c.abort(why)
-				return fail(&RankError{Rank: c.group[child], Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
 			}
 			if len(got) != len(dst) {
 				why := fmt.Sprintf("rank %d sent %d bytes as piece %d of %s, rank %d expected %d", child, len(got), i, opName(k.op), c.rank, len(dst))
