@@ -26,7 +26,11 @@ import (
 //
 // The probe's time is modelled, not measured: the pairwise tournament
 // (HETCOMM_PROBE=pairwise) runs P-1 rounds of pair sweeps, each about
-// pairwiseRound long (8.5 s for 8 hosts on switch8: 7 rounds of 1.2 s).
+// pairwiseRound long (8.5 s for 8 hosts on switch8: 7 rounds of 1.2 s);
+// the fabric probe (the default) is run on the model by ProbeEstimator
+// (netprobe.SimulateProbe in hetbench), whose costs per round of pings,
+// step of flows and segment tested come from racks32, up to
+// scaleProbeSimMax ranks.
 
 func init() {
 	Register(Experiment{
@@ -48,6 +52,17 @@ var scaleLimits = map[collective.Algorithm]int{
 // simulated flow by flow; above it they are estimated, as Auto does.
 const scaleFlowSimMax = 64
 
+// ProbeEstimator, when set, estimates the fabric probe's time and steps on
+// a model whose subnets are cuts. hetbench sets it to
+// netprobe.SimulateProbe; this package stays pure (TestPureImports). Nil
+// leaves the study's probe columns empty.
+var ProbeEstimator func(m *collective.Model, cuts [][]int) (seconds float64, steps int, err error)
+
+// scaleProbeSimMax is the largest rank count whose fabric probe is
+// simulated: its plan's steps grow with the ranks, and so does the cost
+// of planning each (minutes at 512 ranks).
+const scaleProbeSimMax = 256
+
 // pairwiseRound is one round of the pairwise probe (switch8, 8 hosts).
 const pairwiseRound = 1.2
 
@@ -67,7 +82,7 @@ func runScale(cfg SimConfig) (*SimResult, error) {
 	for _, a := range scalePlanners {
 		cols = append(cols, string(a)+"_ms", string(a)+"_ratio")
 	}
-	cols = append(cols, "auto_chose", "bound_s", "probe_pairwise_s")
+	cols = append(cols, "auto_chose", "bound_s", "probe_pairwise_s", "probe_fabric_s", "probe_fabric_steps")
 	t := &bench.Table{Name: "scale", Columns: cols}
 	timePlot := &bench.LinePlot{Title: "Planning time (median)", XLabel: "ranks", YLabel: "milliseconds", LogY: true}
 	ratioPlot := &bench.LinePlot{Title: "Predicted completion / fabric lower bound (median)", XLabel: "ranks", YLabel: "ratio"}
@@ -79,7 +94,7 @@ func runScale(cfg SimConfig) (*SimResult, error) {
 	for _, n := range sizes {
 		ms := make([][]float64, len(scalePlanners))
 		ratio := make([][]float64, len(scalePlanners))
-		var bounds []float64
+		var bounds, probeS, probeSteps []float64
 		chose := map[collective.Algorithm]int{}
 		for trial := range trials {
 			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(n)<<20|uint64(trial)))
@@ -90,6 +105,15 @@ func runScale(cfg SimConfig) (*SimResult, error) {
 				return nil, err
 			}
 			bounds = append(bounds, lb.Seconds)
+			if n <= scaleProbeSimMax {
+				if ProbeEstimator != nil {
+					sec, steps, err := ProbeEstimator(m, scaleRacks(n))
+					if err != nil {
+						return nil, fmt.Errorf("probe at %d ranks: %w", n, err)
+					}
+					probeS, probeSteps = append(probeS, sec), append(probeSteps, float64(steps))
+				}
+			}
 			for k, a := range scalePlanners {
 				if lim, ok := scaleLimits[a]; ok && n > lim {
 					continue
@@ -121,6 +145,11 @@ func runScale(cfg SimConfig) (*SimResult, error) {
 			ratioPlot.Series[k].Y = append(ratioPlot.Series[k].Y, r)
 		}
 		row = append(row, mostChosen(chose), bench.Summarize(bounds).Median, probeSeconds(n))
+		if len(probeS) > 0 {
+			row = append(row, bench.Summarize(probeS).Median, bench.Summarize(probeSteps).Median)
+		} else {
+			row = append(row, "", "")
+		}
 		t.Add(row...)
 	}
 	return &SimResult{
@@ -185,6 +214,20 @@ func scaleInstance(rng *rand.Rand, n int) (*collective.Model, *collective.Exchan
 		}
 	}
 	return m, x
+}
+
+// scaleRacks lists the racks of n ranks, the subnets comm gives the
+// segment probe.
+func scaleRacks(n int) [][]int {
+	var racks [][]int
+	for lo := 0; lo < n; lo += 8 {
+		var r []int
+		for i := lo; i < min(lo+8, n); i++ {
+			r = append(r, i)
+		}
+		racks = append(racks, r)
+	}
+	return racks
 }
 
 // probeSeconds models the pairwise probe's time at n ranks.

@@ -5,12 +5,20 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hetcomm/hetcomm/collective"
 	"github.com/stretchr/testify/require"
 )
 
 func TestSimScaleQuick(t *testing.T) {
 	e, ok := Lookup("scale")
 	require.True(t, ok, "the experiment registers itself")
+	estimated := 0
+	ProbeEstimator = func(m *collective.Model, cuts [][]int) (float64, int, error) {
+		estimated++
+		require.Len(t, cuts, m.Size()/8, "the racks")
+		return float64(m.Size()), 3, nil
+	}
+	defer func() { ProbeEstimator = nil }()
 	res, err := e.Run(SimConfig{Seed: 2, Quick: true})
 	require.NoError(t, err)
 	require.Len(t, res.Tables, 1)
@@ -35,7 +43,10 @@ func TestSimScaleQuick(t *testing.T) {
 		}
 		require.Positive(t, row[col["bound_s"]].(float64))
 		require.Equal(t, probeSeconds(n), row[col["probe_pairwise_s"]])
+		require.Equal(t, float64(n), row[col["probe_fabric_s"]])
+		require.Equal(t, 3.0, row[col["probe_fabric_steps"]])
 	}
+	require.Equal(t, 2, estimated, "one probe estimate per instance")
 	dir := t.TempDir()
 	require.NoError(t, res.Save(dir))
 	for _, name := range []string{"scale.csv", "scale.json", "scale_planning_time.png", "scale_ratio.png"} {

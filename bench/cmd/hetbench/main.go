@@ -11,6 +11,8 @@ import (
 	"github.com/hetcomm/hetcomm/bench/chaos"
 	"github.com/hetcomm/hetcomm/bench/live"
 	"github.com/hetcomm/hetcomm/bench/sim"
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/hetcomm/hetcomm/netprobe"
 )
 
 var commands = []struct {
@@ -23,6 +25,14 @@ var commands = []struct {
 	{"probe", "measure every link of N ranks and print (or write) the cost model", live.ProbeCommand},
 	{"synthetic", "the multi-network paper's synthetic benchmark over each rail, mux, agg and muxagg", live.SyntheticCommand},
 	{"chaos", "kill, stop, spoof, flood and misuse jobs, trial after trial, and tabulate what happened", chaos.Command},
+}
+
+func init() {
+	// The scale study's fabric-probe columns (bench/sim stays pure).
+	sim.ProbeEstimator = func(m *collective.Model, cuts [][]int) (float64, int, error) {
+		est, err := netprobe.SimulateProbe(m, cuts)
+		return est.Seconds, est.Steps, err
+	}
 }
 
 // hidden commands, started by other commands.

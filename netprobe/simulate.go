@@ -1,0 +1,91 @@
+package netprobe
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/hetcomm/hetcomm/collective"
+)
+
+// Estimate is what the fabric probe would do on a network (SimulateProbe):
+// its rounds of pings, steps of flows and segment tests, and an estimate
+// of its time.
+type Estimate struct {
+	PingRounds int
+	Steps      int // steps of concurrent flows
+	Flows      int
+	Cuts       int // candidate segments tested
+	Seconds    float64
+	// Worst is the largest relative error of an inferred pair rate
+	// against the network's own rate for that pair.
+	Worst float64
+}
+
+// Per-part costs of the fabric probe, as measured on racks32 (32 hosts,
+// load average about 10): the pings took 0.5-0.8 s in 31 rounds, the
+// flows 4-5 s in 12-13 steps, the segment tests 2.7-3.2 s for four cuts.
+const (
+	estPingRound = 20 * time.Millisecond
+	estStep      = 350 * time.Millisecond
+	estCut       = 750 * time.Millisecond
+)
+
+// SimulateProbe runs the fabric probe's plan (MethodFabric) against a
+// network described by m (its pair rates; its segments capped by what
+// crosses them at once), with the segment probe testing cuts (comm passes
+// the subnets), and estimates how long the probe takes there. A step's
+// flows get their rates from collective's flow simulator on
+// collective.FabricFromModel(m): max-min fair shares of every NIC and
+// segment. Nothing is sent; it is for studies of large worlds (`hetbench
+// sim scale`).
+func SimulateProbe(m *collective.Model, cuts [][]int) (Estimate, error) {
+	if err := m.Validate(); err != nil {
+		return Estimate{}, err
+	}
+	n := m.Size()
+	f := collective.FabricFromModel(m)
+	cfg := Config{Cuts: cuts}.withDefaults()
+	plan := newFabricPlan(n, rankGroups(n, cuts), cfg)
+	plan.latency = m.Latency
+	est := Estimate{PingRounds: len(Tournament(n))}
+	for {
+		items := plan.Next()
+		if len(items) == 0 {
+			break
+		}
+		if est.Steps > 4*n+16 {
+			return est, fmt.Errorf("netprobe: the simulated probe did not end after %d steps", est.Steps)
+		}
+		flows := make([]collective.Flow, len(items))
+		for k, it := range items {
+			flows[k] = collective.Flow{Src: it.A, Dst: it.B, Bytes: 1 << 20}
+		}
+		times, err := f.SimulateFlows(flows)
+		if err != nil {
+			return est, err
+		}
+		rates := make([]float64, len(items))
+		for k, it := range items {
+			d := times[k].End - times[k].Start - f.StartUp(it.A, it.B)
+			rates[k] = float64(flows[k].Bytes) / max(d, 1e-12)
+		}
+		plan.Done(items, rates)
+		est.Steps++
+		est.Flows += len(items)
+	}
+	got := plan.Rates()
+	for i := range n {
+		for j := range n {
+			if i != j {
+				want := m.Rate(i, j)
+				est.Worst = max(est.Worst, math.Abs(got[i][j]-want)/want)
+			}
+		}
+	}
+	if len(cuts) > 1 {
+		est.Cuts = len(cuts)
+	}
+	est.Seconds = (time.Duration(est.PingRounds)*estPingRound + time.Duration(est.Steps)*estStep + time.Duration(est.Cuts)*estCut).Seconds()
+	return est, nil
+}

@@ -1,0 +1,63 @@
+package netprobe
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/hetcomm/hetcomm/collective"
+	"github.com/stretchr/testify/require"
+)
+
+// racksModel: racks of eight ranks with NICs of 20 to 400 Mbit/s, a pair
+// at the slower of its NICs (what it reaches alone), each rack's uplink at
+// half the sum of its NICs.
+func racksModel(n int, seed uint64) (*collective.Model, [][]int) {
+	rng := rand.New(rand.NewPCG(seed, uint64(n)))
+	nic := make([]float64, n)
+	for r := range nic {
+		nic[r] = []float64{2.5e6, 6.25e6, 12.5e6, 25e6, 50e6}[rng.IntN(5)]
+	}
+	m := &collective.Model{Latency: collective.Matrix(n, 1e-4), Bandwidth: collective.Matrix(n, 0)}
+	for i := range n {
+		m.Latency[i][i] = 0
+		for j := range n {
+			if i != j {
+				m.Bandwidth[i][j] = min(nic[i], nic[j])
+			}
+		}
+	}
+	var cuts [][]int
+	for lo := 0; lo < n; lo += 8 {
+		var in, out []int
+		up := 0.0
+		for r := range n {
+			if r >= lo && r < lo+8 {
+				in, up = append(in, r), up+nic[r]
+			} else {
+				out = append(out, r)
+			}
+		}
+		cuts = append(cuts, in)
+		m.Segments = append(m.Segments, collective.Segment{Name: "rack", A: in, B: out, AB: up / 2, BA: up / 2})
+	}
+	return m, cuts
+}
+
+// The simulated probe infers every pair's rate within 10% from steps of
+// concurrent flows, and tests every rack's uplink.
+func TestSimulateProbe(t *testing.T) {
+	for _, n := range []int{32, 64} {
+		m, cuts := racksModel(n, 1)
+		est, err := SimulateProbe(m, cuts)
+		require.NoError(t, err)
+		t.Logf("%d ranks: %+v", n, est)
+		require.LessOrEqual(t, est.Worst, 0.1, "%d ranks: every pair within 10%%", n)
+		require.Equal(t, n-1, est.PingRounds)
+		require.Equal(t, n/8, est.Cuts)
+		require.Positive(t, est.Steps)
+		require.Greater(t, est.Seconds, 0.0)
+		require.Greater(t, est.Flows, est.Steps)
+	}
+	_, err := SimulateProbe(&collective.Model{Bandwidth: [][]float64{{0, -1}, {1, 0}}}, nil)
+	require.Error(t, err)
+}
