@@ -370,8 +370,10 @@ func (c *Comm) planFor(bytes [][]int64, algo collective.Algorithm) (*collective.
 	// one-port schedules cannot reach when fast ranks talk to slow ones.
 	// The choice depends only on the sizes and the model, so every rank
 	// makes the same one. Paced plans need links that can pace.
-	p, err := collective.PlanExchangeOn(c.model(), nil, &collective.Exchange{Bytes: bytes}, algo,
-		collective.Options{Seed: 1}, collective.FlowOptions{NoPacing: !c.canPace()})
+	p, err := sharedPlan(c, "alltoallv", key, func() (*collective.Plan, error) {
+		return collective.PlanExchangeOn(c.model(), nil, &collective.Exchange{Bytes: bytes}, algo,
+			collective.Options{Seed: 1}, collective.FlowOptions{NoPacing: !c.canPace()})
+	})
 	if err != nil {
 		return nil, err
 	}

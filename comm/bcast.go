@@ -208,11 +208,13 @@ func (c *Comm) planBcast(root int, size int64, algo collective.Algorithm) (*coll
 	if auto && c.loopback() {
 		algo = collective.BcastBinomial
 	}
-	p, err := collective.PlanBcast(c.model(), root, size, algo)
+	p, err := sharedPlan(c, "bcast", fmt.Sprint(root, size, algo), func() (*collective.BcastPlan, error) {
+		return collective.PlanBcast(c.model(), root, size, algo)
+	})
 	if err != nil {
 		return nil, err
 	}
-	if auto && c.loopback() && p.Chunks > 1 {
+	if auto && c.loopback() && p.Chunks > 1 { // never shared: loopback is not in-process
 		// One machine: see loopback. The binomial tree, whole.
 		p.Chunk, p.Chunks = size, 1
 		p.Predicted = collective.PredictBcast(c.model(), nil, p)

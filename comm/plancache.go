@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"hash/fnv"
 	"reflect"
@@ -44,7 +45,10 @@ func sharedPlan[V any](c *Comm, kind, key string, build func() (V, error)) (V, e
 	if c.w.kind != transport.KindMem {
 		return build()
 	}
-	k := c.planScope() + kind + "\x00" + reflect.TypeFor[V]().String() + "\x00" + key
+	// The map keeps a SHA-256 of the key, not the key: an Alltoallv's is
+	// its whole size matrix (8 MB at 1,024 ranks).
+	sum := sha256.Sum256([]byte(c.planScope() + kind + "\x00" + reflect.TypeFor[V]().String() + "\x00" + key))
+	k := string(sum[:])
 	sharedPlans.Lock()
 	v, ok := sharedPlans.m[k]
 	sharedPlans.Unlock()
