@@ -195,12 +195,13 @@ func onePortDeps(p *Plan, flows []Flow) {
 
 // OnePortSimLimit is the most ranks for which PlanExchangeOn replays a
 // one-port plan on the fabric flow by flow. The replay has two events per
-// message and shares the fabric anew at each: at 128 ranks on racks with
-// shared uplinks it took 1.5 s, at 256 ranks 8 s, next to 20 ms for the
-// open shop's plan itself. Above it the plan keeps its one-port times and
+// message and shares the fabric anew at each: on racks with shared
+// uplinks (`hetbench sim scale`) Auto's replays took 0.4 s at 64 ranks,
+// one replay 1.5 s at 128 ranks and 8 s at 256, next to 20 ms for the
+// open shop's plan itself at 256. Above it the plan keeps its one-port times and
 // its prediction is the later of its one-port completion and the fabric
 // bound (estimateOnePort).
-const OnePortSimLimit = 64
+const OnePortSimLimit = 32
 
 // estimateOnePort is a one-port plan's prediction on the fabric without
 // the replay: it cannot end before its own one-port schedule (every
@@ -245,7 +246,8 @@ func estimateFlows(f *Fabric, x *Exchange, algo Algorithm, o FlowOptions) (*Plan
 		end /= naiveMargin
 	}
 	n := f.Size()
-	p := &Plan{Kind: KindAlltoall, Algorithm: algo, Ranks: n, LowerBound: b.Seconds}
+	p := &Plan{Kind: KindAlltoall, Algorithm: algo, Ranks: n, LowerBound: b.Seconds,
+		Transfers: make([]Transfer, 0, n*(n-1))}
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i != j && x.Bytes[i][j] > 0 {
