@@ -212,7 +212,20 @@ func (s *flowSim) share() {
 	// room left for anybody else. In a one-port plan on a fabric without
 	// shared segments that is every flow, and the filling below is left
 	// with nothing to do.
+	levels := s.levels[:0]
 	nfrozen := 0
+	freeze := func(k int, at float64) {
+		s.frozen[k] = true
+		nfrozen++
+		s.rate[k] = at
+		for _, r := range s.routes[k] {
+			rs[r].frozen += at
+			rs[r].count--
+			if rs[r].count > 0 && !rs[r].full {
+				heap.Push(&levels, level{at: (s.res[r].cap - rs[r].frozen) / float64(rs[r].count), res: r, flow: -1})
+			}
+		}
+	}
 	for _, k := range s.active {
 		alone, at := true, math.Inf(1)
 		for _, r := range s.routes[k] {
@@ -228,16 +241,8 @@ func (s *flowSim) share() {
 		if c := s.flows[k].Rate; c > 0 {
 			at = min(at, c)
 		}
-		s.frozen[k] = true
-		nfrozen++
-		s.rate[k] = at
-		for _, r := range s.routes[k] {
-			rs[r].frozen += at
-			rs[r].count--
-			rs[r].full = true
-		}
+		freeze(k, at) // leaves its resources with no flow to share them
 	}
-	levels := s.levels[:0]
 	for r := range rs {
 		if rs[r].count > 0 {
 			levels = append(levels, level{at: s.res[r].cap / float64(rs[r].count), res: int32(r), flow: -1})
@@ -249,18 +254,6 @@ func (s *flowSim) share() {
 		}
 	}
 	heap.Init(&levels)
-	freeze := func(k int, at float64) {
-		s.frozen[k] = true
-		nfrozen++
-		s.rate[k] = at
-		for _, r := range s.routes[k] {
-			rs[r].frozen += at
-			rs[r].count--
-			if rs[r].count > 0 && !rs[r].full {
-				heap.Push(&levels, level{at: (s.res[r].cap - rs[r].frozen) / float64(rs[r].count), res: r, flow: -1})
-			}
-		}
-	}
 	for nfrozen < len(s.active) && len(levels) > 0 {
 		lv := heap.Pop(&levels).(level)
 		if lv.flow >= 0 {

@@ -238,6 +238,27 @@ type flowItem struct {
 	RTT float64
 }
 
+// shareStep gives every rank the step that next (called at rank 0 only)
+// decides there.
+func shareStep[T any](ctx context.Context, p Port, next func() []T, what string) ([]T, error) {
+	var msg []byte
+	if p.Rank() == 0 {
+		var err error
+		if msg, err = json.Marshal(next()); err != nil {
+			return nil, err
+		}
+	}
+	msg, err := p.Bcast(ctx, 0, msg)
+	if err != nil {
+		return nil, err
+	}
+	var step []T
+	if err := json.Unmarshal(msg, &step); err != nil {
+		return nil, fmt.Errorf("netprobe: %s: %w", what, err)
+	}
+	return step, nil
+}
+
 // runFlows runs the steps rank 0's plan (nil elsewhere) decides, one at a
 // time: every rank sends at most one flow and receives at most one, and
 // the senders' rates are gathered at rank 0. It returns the flows at rank
@@ -246,20 +267,9 @@ func runFlows(ctx context.Context, p Port, plan *fabricPlan, cfg Config, buf []b
 	me := p.Rank()
 	var records []FlowRecord
 	for step := 0; ; step++ {
-		var msg []byte
-		if me == 0 {
-			var err error
-			if msg, err = json.Marshal(plan.Next()); err != nil {
-				return nil, err
-			}
-		}
-		msg, err := p.Bcast(ctx, 0, msg)
+		items, err := shareStep(ctx, p, func() []flowItem { return plan.Next() }, "flow step")
 		if err != nil {
 			return nil, err
-		}
-		var items []flowItem
-		if err := json.Unmarshal(msg, &items); err != nil {
-			return nil, fmt.Errorf("netprobe: flow step: %w", err)
 		}
 		if len(items) == 0 {
 			return records, nil

@@ -3,7 +3,6 @@ package netprobe
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 
@@ -23,20 +22,9 @@ func reprobe(ctx context.Context, p Port, res *Result, cfg Config, buf []byte) (
 	}
 	var steps [][]Pair
 	for {
-		var msg []byte
-		if me == 0 {
-			var err error
-			if msg, err = json.Marshal(plan.Next()); err != nil {
-				return nil, err
-			}
-		}
-		msg, err := p.Bcast(ctx, 0, msg)
+		step, err := shareStep(ctx, p, func() []reprobeItem { return plan.Next() }, "re-probe step")
 		if err != nil {
 			return nil, err
-		}
-		var step []reprobeItem
-		if err := json.Unmarshal(msg, &step); err != nil {
-			return nil, fmt.Errorf("netprobe: re-probe step: %w", err)
 		}
 		if len(step) == 0 {
 			return steps, nil
