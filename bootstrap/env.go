@@ -26,7 +26,7 @@ const (
 	EnvRailPolicy = "HETCOMM_RAIL_POLICY" // auto (default), single, mux, agg or muxagg (optional)
 	EnvRailsAuto  = "HETCOMM_RAILS_AUTO"  // without HETCOMM_RAILS: on (default: every other network all ranks share becomes a rail), off, or networks (CIDR) to limit it to
 	EnvModel      = "HETCOMM_MODEL"       // cost-model JSON file (optional)
-	EnvProbe      = "HETCOMM_PROBE"       // link probing at start-up: full, cached (default) or off
+	EnvProbe      = "HETCOMM_PROBE"       // link probing at start-up: full, cached (default), off, or pairwise (every ordered pair measured, uncached)
 	EnvEmulate    = "HETCOMM_EMULATE"     // a model JSON or netlab topology whose rates and latencies the links emulate (optional)
 	EnvRefresh    = "HETCOMM_REFRESH"     // Go duration: run the background model refresher at this interval (optional)
 	EnvWatch      = "HETCOMM_WATCH"       // host:port of the launcher: the rank exits when that connection ends (set by hetrun)
@@ -75,8 +75,9 @@ type Bootstrap struct {
 	RailPolicy string
 	// Model is a cost-model JSON file to use instead of probing; optional.
 	Model string
-	// Probe is the probing mode at start-up: "full", "cached" or "off";
-	// "" means cached (or off when Model is set).
+	// Probe is the probing mode at start-up: "full", "cached", "off" or
+	// "pairwise" (the tournament of every ordered pair, netprobe
+	// ModePairwise); "" means cached (or off when Model is set).
 	Probe string
 	// Emulate is a model JSON file (latency and bandwidth matrices) or a
 	// netlab topology (comm.LoadEmulation turns it into one): each
@@ -124,9 +125,9 @@ func (b *Bootstrap) Validate() error {
 		return &EnvError{Var: EnvTimeout, Msg: fmt.Sprintf("%v: must be positive", b.Timeout)}
 	}
 	switch b.Probe {
-	case "", "full", "cached", "off":
+	case "", "full", "cached", "off", "pairwise":
 	default:
-		return &EnvError{Var: EnvProbe, Msg: fmt.Sprintf("unknown probing mode %q (want full, cached or off)", b.Probe)}
+		return &EnvError{Var: EnvProbe, Msg: fmt.Sprintf("unknown probing mode %q (want full, cached, off or pairwise)", b.Probe)}
 	}
 	switch b.Transport {
 	case "tcp", "quic", "udp", "tls", "mem":

@@ -156,6 +156,9 @@ func TestBootstrapEmulateAndProbe(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "/x/model.json", b.Emulate)
 	require.Equal(t, "off", b.Probe)
+	b, err = FromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "1", EnvProbe: "pairwise"}))
+	require.NoError(t, err, "the tournament of every pair")
+	require.Equal(t, "pairwise", b.Probe)
 	_, err = FromEnv(envOf(map[string]string{EnvRank: "0", EnvSize: "1", EnvProbe: "sometimes"}))
 	require.ErrorContains(t, err, "probing mode")
 }
