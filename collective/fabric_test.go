@@ -218,12 +218,12 @@ func TestSimulateFlowsErrors(t *testing.T) {
 // repeat.
 func referenceMaxMin(f *Fabric, flows []Flow) []float64 {
 	res := f.fabricResources()
-	sides := f.segmentSides()
+	idx := f.segmentIndex()
 	rate := make([]float64, len(flows))
 	frozen := make([]bool, len(flows))
 	routes := make([][]int32, len(flows))
 	for k, fl := range flows {
-		routes[k] = f.route(nil, sides, fl.Src, fl.Dst)
+		routes[k] = f.route(nil, idx, fl.Src, fl.Dst)
 	}
 	for {
 		used := make([]float64, len(res))

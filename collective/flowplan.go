@@ -98,32 +98,71 @@ func PlanFlows(f *Fabric, x *Exchange, algo Algorithm, o FlowOptions) (*Plan, er
 // postingOrder numbers every rank's sends and receives: unpaced messages
 // first, then the larger before the smaller, then by peer.
 func postingOrder(p *Plan) {
-	idx := make([]int, len(p.Transfers))
-	for k := range idx {
-		idx[k] = k
-	}
 	ts := p.Transfers
-	slices.SortFunc(idx, func(a, b int) int {
-		ta, tb := &ts[a], &ts[b]
-		if (ta.Rate == 0) != (tb.Rate == 0) {
-			if ta.Rate == 0 {
+	// Each rank's sends, and each rank's receives, sorted on their own:
+	// the order restricted to one rank is all that numbers them, and a
+	// rank's thousand messages sort far faster than a million at once,
+	// by a key of their own rather than through the transfers.
+	type keyed struct {
+		unpaced bool
+		bytes   int64
+		k       int32
+	}
+	before := func(a, b keyed) int {
+		if a.unpaced != b.unpaced {
+			if a.unpaced {
 				return -1
 			}
 			return 1
 		}
-		if c := cmp.Compare(tb.Bytes, ta.Bytes); c != 0 {
+		if c := cmp.Compare(b.bytes, a.bytes); c != 0 {
 			return c
 		}
-		return a - b // stable: the plan's order on ties
-	})
-	sends := make([]int, p.Ranks)
-	recvs := make([]int, p.Ranks)
-	for _, k := range idx {
-		t := &ts[k]
-		t.SendSeq, t.RecvSeq = sends[t.Src], recvs[t.Dst]
-		sends[t.Src]++
-		recvs[t.Dst]++
+		return int(a.k - b.k) // stable: the plan's order on ties
 	}
+	var buf []keyed
+	for _, side := range []struct {
+		rank func(*Transfer) int
+		seq  func(*Transfer) *int
+	}{
+		{func(t *Transfer) int { return t.Src }, func(t *Transfer) *int { return &t.SendSeq }},
+		{func(t *Transfer) int { return t.Dst }, func(t *Transfer) *int { return &t.RecvSeq }},
+	} {
+		for _, ks := range groupTransfers(ts, p.Ranks, side.rank) {
+			buf = buf[:0]
+			for _, k := range ks {
+				buf = append(buf, keyed{ts[k].Rate == 0, ts[k].Bytes, k})
+			}
+			slices.SortFunc(buf, before)
+			for q, e := range buf {
+				*side.seq(&ts[e.k]) = q
+			}
+		}
+	}
+}
+
+// groupTransfers lists the indices of ts by rank(t), in ts's order, in
+// one backing array.
+func groupTransfers(ts []Transfer, ranks int, rank func(*Transfer) int) [][]int32 {
+	start := make([]int, ranks+1)
+	for k := range ts {
+		start[rank(&ts[k])+1]++
+	}
+	for r := range ranks {
+		start[r+1] += start[r]
+	}
+	all := make([]int32, len(ts))
+	next := slices.Clone(start[:ranks])
+	for k := range ts {
+		r := rank(&ts[k])
+		all[next[r]] = int32(k)
+		next[r]++
+	}
+	groups := make([][]int32, ranks)
+	for r := range groups {
+		groups[r] = all[start[r]:start[r+1]]
+	}
+	return groups
 }
 
 // SimulateExchange replays a total-exchange plan on the fabric and
@@ -237,13 +276,9 @@ func EstimateFlows(f *Fabric, x *Exchange, algo Algorithm, o FlowOptions) (*Plan
 }
 
 func estimateFlows(f *Fabric, x *Exchange, algo Algorithm, o FlowOptions) (*Plan, error) {
-	b, err := f.Bound(x)
+	b, end, err := flowEstimate(f, x, algo)
 	if err != nil {
 		return nil, err
-	}
-	end := b.Seconds
-	if algo == Naive {
-		end /= naiveMargin
 	}
 	n := f.Size()
 	p := &Plan{Kind: KindAlltoall, Algorithm: algo, Ranks: n, LowerBound: b.Seconds,
@@ -262,6 +297,40 @@ func estimateFlows(f *Fabric, x *Exchange, algo Algorithm, o FlowOptions) (*Plan
 	}
 	postingOrder(p)
 	return p, nil
+}
+
+// flowEstimate is the fabric bound of x and when estimateFlows says its
+// messages end.
+func flowEstimate(f *Fabric, x *Exchange, algo Algorithm) (FabricBound, float64, error) {
+	b, err := f.Bound(x)
+	if err != nil {
+		return b, 0, err
+	}
+	end := b.Seconds
+	if algo == Naive {
+		end /= naiveMargin
+	}
+	return b, end, nil
+}
+
+// estimateScore is estimateFlows' plan without its transfers, for Auto
+// to compare: a plan of a million messages costs more to write than to
+// choose. full (estimateFlows with everything) makes the one chosen.
+func estimateScore(f *Fabric, x *Exchange, algo Algorithm) (*Plan, error) {
+	b, end, err := flowEstimate(f, x, algo)
+	if err != nil {
+		return nil, err
+	}
+	return &Plan{Kind: KindAlltoall, Algorithm: algo, Ranks: f.Size(), LowerBound: b.Seconds, Predicted: end}, nil
+}
+
+// fillEstimate returns p, or, when p is estimateScore's (a flow plan
+// without transfers), estimateFlows' plan in full.
+func fillEstimate(p *Plan, f *Fabric, x *Exchange, o FlowOptions) (*Plan, error) {
+	if p == nil || !IsFlowPlan(p.Algorithm) || p.Transfers != nil || p.Predicted == 0 {
+		return p, nil
+	}
+	return estimateFlows(f, x, p.Algorithm, o)
 }
 
 // PlanExchangeOn plans a total exchange for a network described by both
@@ -294,7 +363,7 @@ func PlanExchangeOn(m *Model, f *Fabric, x *Exchange, algo Algorithm, opt Option
 	}
 	one := func(a Algorithm) (*Plan, error) {
 		if IsFlowPlan(a) && algo == Auto && f.Size() > FlowSimLimit {
-			return estimateFlows(f, x, a, fo)
+			return estimateScore(f, x, a)
 		}
 		if IsFlowPlan(a) {
 			return PlanFlows(f, x, a, fo)
@@ -330,7 +399,7 @@ func PlanExchangeOn(m *Model, f *Fabric, x *Exchange, algo Algorithm, opt Option
 		}
 		consider(p, p.Predicted)
 	}
-	return best, nil
+	return fillEstimate(best, f, x, fo)
 }
 
 // bestFlowPlan chooses between posting every message at once unpaced
@@ -367,11 +436,14 @@ func bestFlowPlan(plan func(Algorithm) (*Plan, error), noPacing bool) (*Plan, fl
 func PlanFlowsAuto(f *Fabric, x *Exchange, fo FlowOptions) (*Plan, error) {
 	p, _, err := bestFlowPlan(func(a Algorithm) (*Plan, error) {
 		if f.Size() > FlowSimLimit {
-			return estimateFlows(f, x, a, fo)
+			return estimateScore(f, x, a)
 		}
 		return PlanFlows(f, x, a, fo)
 	}, fo.NoPacing)
-	return p, err
+	if err != nil {
+		return nil, err
+	}
+	return fillEstimate(p, f, x, fo)
 }
 
 // pacedMinSpan is the shortest predicted exchange Auto paces (see

@@ -1,7 +1,9 @@
 package collective
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -56,6 +58,110 @@ func TestPlanExchangeOnOnePortEstimate(t *testing.T) {
 		} else {
 			require.GreaterOrEqual(t, p.Predicted, estimate*(1-1e-9), "%d ranks: the replay", n)
 			require.NotEqual(t, onePort.Transfers, p.Transfers, "replayed on the fabric")
+		}
+	}
+}
+
+// route finds, through the segment index, exactly the segment directions
+// a flow crosses, in the segments' order: checked against every segment's
+// sides on random fabrics (ranks on side A, side B, or neither).
+func TestRouteSegments(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := 0; trial < 50; trial++ {
+		n := 2 + rng.IntN(12)
+		f := &Fabric{}
+		for range n {
+			f.Egress, f.Ingress = append(f.Egress, []float64{1}), append(f.Ingress, []float64{1})
+		}
+		for s := range rng.IntN(6) {
+			seg := Segment{Name: fmt.Sprint(s), AB: 1, BA: 1}
+			for r := range n {
+				switch rng.IntN(3) {
+				case 0:
+					seg.A = append(seg.A, r)
+				case 1:
+					seg.B = append(seg.B, r)
+				}
+			}
+			f.Segments = append(f.Segments, seg)
+		}
+		sides := f.segmentSides()
+		idx := f.segmentIndex()
+		for i := range n {
+			for j := range n {
+				want := []int32{int32(i), int32(n + j)}
+				for s := range f.Segments {
+					switch {
+					case sides[s][i] == 1 && sides[s][j] == 2:
+						want = append(want, int32(2*n+2*s))
+					case sides[s][i] == 2 && sides[s][j] == 1:
+						want = append(want, int32(2*n+2*s+1))
+					}
+				}
+				require.Equal(t, want, f.route(nil, idx, i, j), "trial %d, %d->%d", trial, i, j)
+			}
+		}
+	}
+}
+
+// postingOrder numbers each rank's sends and receives as one stable sort
+// of all the transfers would: unpaced first, then the larger, then the
+// plan's order.
+func TestPostingOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for trial := 0; trial < 20; trial++ {
+		n := 2 + rng.IntN(10)
+		p := &Plan{Ranks: n}
+		for range rng.IntN(4 * n * n) {
+			i, j := rng.IntN(n), rng.IntN(n)
+			tr := Transfer{Src: i, Dst: j, Bytes: int64(rng.IntN(4))} // ties on purpose
+			if rng.IntN(2) == 0 {
+				tr.Rate = 1
+			}
+			p.Transfers = append(p.Transfers, tr)
+		}
+		postingOrder(p)
+		idx := make([]int, len(p.Transfers))
+		for k := range idx {
+			idx[k] = k
+		}
+		ts := p.Transfers
+		sort.SliceStable(idx, func(a, b int) bool {
+			ta, tb := ts[idx[a]], ts[idx[b]]
+			if (ta.Rate == 0) != (tb.Rate == 0) {
+				return ta.Rate == 0
+			}
+			return ta.Bytes > tb.Bytes
+		})
+		sends, recvs := make([]int, n), make([]int, n)
+		for _, k := range idx {
+			require.Equal(t, sends[ts[k].Src], ts[k].SendSeq, "trial %d, transfer %d", trial, k)
+			require.Equal(t, recvs[ts[k].Dst], ts[k].RecvSeq, "trial %d, transfer %d", trial, k)
+			sends[ts[k].Src]++
+			recvs[ts[k].Dst]++
+		}
+	}
+}
+
+// Above FlowSimLimit ranks Auto compares estimates without writing their
+// transfers, then writes the chosen plan in full.
+func TestEstimatedFlowPlansComeWhole(t *testing.T) {
+	n := FlowSimLimit + 3
+	m, x := exNICCase(n, 4)
+	f := FabricFromModel(m)
+	for _, p := range []func() (*Plan, error){
+		func() (*Plan, error) { return PlanFlowsAuto(f, x, FlowOptions{}) },
+		func() (*Plan, error) { return PlanFlowsAuto(f, x, FlowOptions{NoPacing: true}) },
+		func() (*Plan, error) { return PlanExchangeOn(m, f, x, Auto, Options{Seed: 1}, FlowOptions{}) },
+	} {
+		plan, err := p()
+		require.NoError(t, err)
+		require.NoError(t, ValidateExchange(x, plan))
+		full, err := EstimateFlows(f, x, plan.Algorithm, FlowOptions{})
+		require.NoError(t, err)
+		if IsFlowPlan(plan.Algorithm) {
+			require.Equal(t, full.Predicted, plan.Predicted)
+			require.Len(t, plan.Transfers, n*(n-1))
 		}
 	}
 }

@@ -83,7 +83,7 @@ func newFlowSim(f *Fabric, flows []Flow) (*flowSim, error) {
 	s := &flowSim{f: f, flows: flows, res: f.fabricResources(), routes: make([][]int32, len(flows)),
 		next: make([][]int, len(flows)), waits: make([]int, len(flows)), times: make([]FlowTimes, len(flows)),
 		left: make([]float64, len(flows)), rate: make([]float64, len(flows))}
-	sides := f.segmentSides()
+	idx := f.segmentIndex()
 	for k, fl := range flows {
 		switch {
 		case fl.Src < 0 || fl.Src >= n || fl.Dst < 0 || fl.Dst >= n:
@@ -97,7 +97,7 @@ func newFlowSim(f *Fabric, flows []Flow) (*flowSim, error) {
 		case !finiteNonNeg(fl.Rate):
 			return nil, fmt.Errorf("collective: flow %d (%d->%d): rate %v", k, fl.Src, fl.Dst, fl.Rate)
 		}
-		s.routes[k] = f.route(nil, sides, fl.Src, fl.Dst)
+		s.routes[k] = f.route(nil, idx, fl.Src, fl.Dst)
 		for _, d := range fl.After {
 			if d < 0 || d >= len(flows) || d == k {
 				return nil, fmt.Errorf("collective: flow %d waits for flow %d, out of range or itself", k, d)
