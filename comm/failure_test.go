@@ -468,3 +468,44 @@ func TestDupModelNowTimeout(t *testing.T) {
 	comms[1].w.setModel(m, []float64{0, 0.5, 0})
 	require.InDelta(t, 0.5, comms[1].Now().Sub(time.Now()).Seconds(), 0.05)
 }
+
+// TestDetectorExitsBlameStaysRight: the one rank that noticed a failure
+// (here rank 2 finds rank 3 silent) gets the error and its process dies
+// at once, as a program that calls log.Fatal on an error does. Its
+// "failed" notice must already be on its links by then, ahead of their
+// end: the other ranks blame rank 3, not rank 2 whose links they saw
+// close.
+func TestDetectorExitsBlameStaysRight(t *testing.T) {
+	for _, tr := range []string{"mem", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			for range 3 {
+				comms := startWorld(t, 4, tr, nil)
+				ctx := context.Background()
+				// Rank 3 is hung (stopped): it tells nobody anything.
+				w3 := comms[3].w
+				w3.mu.Lock()
+				w3.closing = true
+				w3.mu.Unlock()
+				errs := make([]error, 3)
+				var wg sync.WaitGroup
+				for r := range 3 {
+					wg.Go(func() {
+						// Rank 3 never joins.
+						_, errs[r] = comms[r].Allgatherv(ctx, []byte{byte(r)})
+						if r == 2 {
+							kill(comms[2])
+						}
+					})
+				}
+				time.Sleep(20 * time.Millisecond)
+				comms[2].w.markFailed(3, &failure{msg: "silent (test)"}, true)
+				wg.Wait()
+				for r := range 3 {
+					var re *RankError
+					require.True(t, errors.As(errs[r], &re), "rank %d: %v", r, errs[r])
+					require.Equal(t, 3, re.Rank, "rank %d: %v (all: %v)", r, errs[r], errs)
+				}
+			}
+		})
+	}
+}

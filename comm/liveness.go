@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,8 +44,22 @@ func (w *world) linkDown(peer int, err error) {
 		w.markClosed(peer)
 		return
 	}
-	w.markFailed(peer, &failure{msg: "link lost (the process died or the network failed)", cause: err}, true)
+	// What this peer reported before its link ended comes first: it may
+	// have left because of that failure (reported).
+	w.mu.Lock()
+	var pending []chan struct{}
+	for ch := range w.reports {
+		pending = append(pending, ch)
+	}
+	w.mu.Unlock()
+	for _, ch := range pending {
+		<-ch // bounded by reportWait
+	}
+	w.markFailed(peer, &failure{msg: linkLost, cause: err}, true)
 }
+
+// linkLost is the reason a failure noticed by a link's end starts with.
+const linkLost = "link lost (the process died or the network failed)"
 
 func (w *world) onControl(peer int, c control) {
 	switch c.Kind {
@@ -54,7 +69,12 @@ func (w *world) onControl(peer int, c control) {
 			// The rank reports its own failure on its way out.
 			w.markFailed(peer, &failure{msg: "failed: " + c.Reason}, false)
 		case c.Rank >= 0 && c.Rank < w.size && c.Rank != w.rank:
-			w.markFailed(c.Rank, &failure{msg: fmt.Sprintf("reported failed by rank %d: %s", peer, c.Reason)}, false)
+			why := &failure{msg: fmt.Sprintf("reported failed by rank %d: %s", peer, c.Reason)}
+			if strings.HasPrefix(c.Reason, linkLost) {
+				w.reported(c.Rank, why)
+			} else {
+				w.markFailed(c.Rank, why, false)
+			}
 		}
 	case "pulse":
 		w.setPulsePeer(peer, c)
@@ -79,6 +99,43 @@ func (w *world) onControl(peer int, c control) {
 	}
 }
 
+// reported takes another rank's report that rank x failed because its
+// link to the reporter was lost. x may have died because it noticed
+// another rank's failure: its notice saying so is then on its link to
+// this rank, ahead of the link's end. So while x's link to this rank is
+// up, the report waits (up to reportWait) for it to end; a stopped x's
+// link does not end, and x is failed after the wait. A link that ends
+// meanwhile (linkDown) waits for the pending reports first.
+func (w *world) reported(x int, why error) {
+	done := make(chan struct{})
+	w.mu.Lock()
+	w.reports[done] = true
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer func() {
+			w.mu.Lock()
+			delete(w.reports, done)
+			w.mu.Unlock()
+			close(done)
+		}()
+		t := time.NewTimer(reportWait)
+		defer t.Stop()
+		select {
+		case <-w.linkEnd[x]:
+		case <-w.failCh[x]:
+		case <-t.C:
+		case <-w.quit:
+		}
+		w.markFailed(x, why, false)
+	}()
+}
+
+// reportWait bounds how long a reported failure waits for the failed
+// rank's own link to end (reported).
+const reportWait = 200 * time.Millisecond
+
 func (w *world) onClose(peer int) {
 	w.mu.Lock()
 	w.closeRecv[peer] = true
@@ -101,14 +158,50 @@ func (w *world) markClosed(peer int) {
 
 func (w *world) markGone(peer int, why error, notify, graceful bool) {
 	w.mu.Lock()
-	if w.failed[peer] != nil {
+	if w.failing[peer] || w.failed[peer] != nil {
 		w.mu.Unlock()
 		return
 	}
+	w.failing[peer] = true
+	closing := w.closing
+	prev, mine := w.failOrder, make(chan struct{})
+	w.failOrder = mine
+	w.mu.Unlock()
+	defer close(mine)
+	if notify && !closing {
+		// Tell the other ranks before anything that waits on the peer
+		// learns of its failure: the error may reach user code that
+		// exits at once (log.Fatal), and a peer that saw this rank's
+		// links close before the notice would blame this rank. Bounded
+		// by noticeWait; until then the peer counts as alive here.
+		w.log.Warn("comm: rank failed", "rank", peer, "reason", why.Error())
+		others := make([]int, 0, w.size)
+		for p := range w.size {
+			if p != peer {
+				others = append(others, p)
+			}
+		}
+		w.tellWait(others, control{Kind: "failed", Rank: peer, Reason: why.Error()}, noticeWait)
+	}
+	if prev != nil {
+		<-prev // bounded: the markGone before this one waits at most noticeWait
+	}
+	w.mu.Lock()
 	w.failed[peer] = why
 	w.graceful[peer] = graceful
 	close(w.failCh[peer])
 	rerr := &RankError{Op: "", Rank: peer, Err: why}
+	// On a communicator an earlier failure broke, what fails now fails
+	// with that earlier failure: a rank that noticed it may have left
+	// since, and this failure may be that rank's.
+	errOn := func(c *Comm) error {
+		if c != nil {
+			if e := c.brokenErr(); e != nil {
+				return e
+			}
+		}
+		return rerr
+	}
 	for ctxID, q := range w.queues {
 		c := w.commOfCtx(ctxID)
 		// Receives and probes from the peer fail; from any source too
@@ -117,7 +210,7 @@ func (w *world) markGone(peer int, why error, notify, graceful bool) {
 			keep := list[:0]
 			for _, r := range list {
 				if r.src == peer || !graceful && r.src == anySource && c != nil && c.hasWorldRank(peer) {
-					r.err = rerr
+					r.err = errOn(c)
 					close(r.done)
 					continue
 				}
@@ -129,7 +222,7 @@ func (w *world) markGone(peer int, why error, notify, graceful bool) {
 	}
 	for k, s := range w.slots {
 		if k.peer == peer && !s.done {
-			s.err, s.done = rerr, true
+			s.err, s.done = errOn(w.commOfCtx(k.ctx)), true
 			close(s.ch)
 		}
 	}
@@ -140,7 +233,6 @@ func (w *world) markGone(peer int, why error, notify, graceful bool) {
 			}
 		}
 	}
-	closing := w.closing
 	w.mu.Unlock()
 	if !graceful && peer < len(w.links) && w.links[peer] != nil {
 		// Close the failed peer's link, so that a write blocked on a full
@@ -152,17 +244,13 @@ func (w *world) markGone(peer int, why error, notify, graceful bool) {
 			l.Close()
 		}()
 	}
-	if notify && !closing {
-		w.log.Warn("comm: rank failed", "rank", peer, "reason", why.Error())
-		others := make([]int, 0, w.size)
-		for p := range w.size {
-			if p != peer {
-				others = append(others, p)
-			}
-		}
-		w.tell(others, control{Kind: "failed", Rank: peer, Reason: why.Error()})
-	}
 }
+
+// noticeWait bounds how long markGone waits for its "failed" notices to
+// be handed to the other ranks' links before it fails what waits on the
+// failed peer. Only a failure waits; a link busy with a large message
+// may hold its notice longer (it still goes, in the background).
+const noticeWait = 200 * time.Millisecond
 
 // failFatal is this rank's way out when its process is about to die (a
 // panic): it tells every live peer that this rank failed, and why, waiting
@@ -198,19 +286,55 @@ func (w *world) failFatal(why string) {
 // a goroutine of its own with a second to go out; it skips this rank and
 // the ranks that failed.
 func (w *world) tell(to []int, msg control) {
+	w.tellWait(to, msg, 0)
+}
+
+// tellWait is tell, then waits up to wait until every send has returned
+// (the message is handed to its link, or the link failed).
+func (w *world) tellWait(to []int, msg control, wait time.Duration) {
+	var sent sync.WaitGroup
 	for _, p := range to {
 		l := w.links[p]
 		if l == nil || p == w.rank || w.isFailed(p) {
 			continue
 		}
 		w.wg.Add(1)
+		sent.Add(1)
 		go func() {
 			defer w.wg.Done()
+			defer sent.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			transport.SendControl(ctx, l, transport.Header{}, msg)
 		}()
 	}
+	if wait <= 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		sent.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// failedErrLocked is the error of an operation on context ctxID that
+// needs peer, which failed (w.mu held): the peer's failure, or, if an
+// earlier failure broke the communicator, that one (the peer may have
+// left because of it).
+func (w *world) failedErrLocked(ctxID uint32, peer int) error {
+	if c := w.commOfCtx(ctxID); c != nil {
+		if e := c.brokenErr(); e != nil {
+			return e
+		}
+	}
+	return &RankError{Rank: peer, Err: w.failed[peer]}
 }
 
 func (w *world) isFailed(peer int) bool {

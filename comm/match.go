@@ -234,7 +234,7 @@ func (w *world) postInto(ctxID uint32, src int, tag int32, useq int64, probe boo
 		r.err = ErrClosed
 		close(r.done)
 	case src != anySource && src != w.rank && w.failed[src] != nil:
-		r.err = &RankError{Rank: src, Err: w.failed[src]}
+		r.err = w.failedErrLocked(ctxID, src)
 		close(r.done)
 	case probe:
 		q.probes = append(q.probes, r)
@@ -282,7 +282,7 @@ func (w *world) slotLocked(k slotKey) *slot {
 		s = &slot{ch: make(chan struct{})}
 		w.slots[k] = s
 		if w.failed[k.peer] != nil && k.peer != w.rank {
-			s.err, s.done = &RankError{Rank: k.peer, Err: w.failed[k.peer]}, true
+			s.err, s.done = w.failedErrLocked(k.ctx, k.peer), true
 			close(s.ch)
 		}
 	}
@@ -382,6 +382,10 @@ func (w *world) await(ctx context.Context, ch <-chan struct{}, peer int, c *Comm
 		select {
 		case <-ch:
 			return nil
+		case <-brokenCh:
+			// An earlier failure broke the communicator: it is the
+			// cause (the peer may have left because of it).
+			return c.brokenErr()
 		default:
 		}
 		w.mu.Lock()

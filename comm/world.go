@@ -52,12 +52,25 @@ type world struct {
 	// landers counts the posted receives with a buffer to land an eager
 	// payload in (recvReq.land); landing maps such a payload, by its
 	// first byte, to its receive until deliver hands it over (w.mu).
-	landers   atomic.Int32
-	landing   map[*byte]*recvReq
-	failed    []error         // by peer: why it failed, nil while alive
-	graceful  []bool          // by peer: it left with a goodbye (not a failure)
-	failCh    []chan struct{} // by peer: closed when it failed
-	closeRecv []bool          // by peer: it sent MsgClose
+	landers  atomic.Int32
+	landing  map[*byte]*recvReq
+	failed   []error         // by peer: why it failed, nil while alive
+	graceful []bool          // by peer: it left with a goodbye (not a failure)
+	failCh   []chan struct{} // by peer: closed when it failed
+	// failing: by peer, markGone has taken up its failure (it may still
+	// be telling the other ranks before it records it in failed).
+	failing []bool
+	// linkEnd: by peer, closed when the read loop of its link ended (all
+	// it sent before the end has been handled).
+	linkEnd []chan struct{}
+	// failOrder is closed when the latest markGone to start has recorded
+	// its failure: the next records after it, so that failures are
+	// recorded in the order they were noticed.
+	failOrder chan struct{}
+	// reports holds a channel for every reported failure not yet
+	// recorded (reported); closed when it is.
+	reports   map[chan struct{}]bool
+	closeRecv []bool // by peer: it sent MsgClose
 	comms     map[*Comm]struct{}
 	closing   bool
 
@@ -116,6 +129,9 @@ func newWorld(boot *bootstrap.Bootstrap, cfg Config) *world {
 		failed:       make([]error, n),
 		graceful:     make([]bool, n),
 		failCh:       make([]chan struct{}, n),
+		failing:      make([]bool, n),
+		linkEnd:      make([]chan struct{}, n),
+		reports:      map[chan struct{}]bool{},
 		closeRecv:    make([]bool, n),
 		comms:        map[*Comm]struct{}{},
 		lastRecv:     make([]atomic.Int64, n),
@@ -133,6 +149,7 @@ func newWorld(boot *bootstrap.Bootstrap, cfg Config) *world {
 	}
 	for i := range w.failCh {
 		w.failCh[i] = make(chan struct{})
+		w.linkEnd[i] = make(chan struct{})
 	}
 	w.job = bootstrap.JobID(boot.Job)
 	return w
@@ -373,6 +390,7 @@ func (w *world) readLoop(peer int, l transport.Link) {
 	for {
 		m, err := l.Recv(context.Background())
 		if err != nil {
+			close(w.linkEnd[peer])
 			w.linkDown(peer, err)
 			return
 		}
@@ -425,12 +443,16 @@ func (w *world) sendParts(ctx context.Context, peer int, h transport.Header, hea
 	w.mu.Lock()
 	why := w.failed[peer]
 	closing := w.closing
+	var ferr error
+	if why != nil {
+		ferr = w.failedErrLocked(h.Comm, peer)
+	}
 	w.mu.Unlock()
 	if closing {
 		return ErrClosed
 	}
-	if why != nil {
-		return &RankError{Rank: peer, Err: why}
+	if ferr != nil {
+		return ferr
 	}
 	var err error
 	if len(tail) == 0 {
@@ -451,10 +473,12 @@ func (w *world) sendParts(ctx context.Context, peer int, h transport.Header, hea
 		case <-ctx.Done():
 		}
 		w.mu.Lock()
-		why = w.failed[peer]
+		if w.failed[peer] != nil {
+			ferr = w.failedErrLocked(h.Comm, peer)
+		}
 		w.mu.Unlock()
-		if why != nil {
-			return &RankError{Rank: peer, Err: why}
+		if ferr != nil {
+			return ferr
 		}
 		return &RankError{Rank: peer, Err: &failure{msg: "send failed", cause: err}}
 	}
