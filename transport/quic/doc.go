@@ -16,7 +16,11 @@
 // the bidirectional stream the dialer opens for the handshake, every other
 // channel a unidirectional stream opened by its first sender, scheduled
 // after control. So a bulk payload never holds up control traffic: order
-// holds within a channel, not across channels. Errors are transport's
+// holds within a channel, not across channels, except for MsgClose, which
+// the peer sees only after everything sent before it on any channel. A
+// Close after a MsgClose lingers (up to 5 s) until the peer has
+// acknowledged receiving all of it, as TCP's close does, instead of
+// discarding what is still in flight. Errors are transport's
 // (transport.OpError, ErrClosed, ErrPeerClosed, AuthError, FrameError);
 // transport.Config.QUIC tunes quic-go.
 package quic

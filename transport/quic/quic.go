@@ -23,6 +23,19 @@ import (
 // so a 64 MiB rendezvous payload on the bulk stream neither blocks nor
 // delays a heartbeat on the control stream: ordering holds per channel
 // (transport.ChannelOf), not across channels.
+//
+// MsgClose is the exception, a barrier across channels: the peer must not
+// see it before the data written earlier on another stream, nor lose that
+// data when the link closes. Send(MsgClose) writes a close marker (a
+// MsgClose frame) at the end of every channel stream it opened, then the
+// MsgClose itself on the control stream, whose Seq carries how many
+// markers precede it. The receiving link passes MsgClose on only once it
+// has read every marker (so every earlier message has been handed to
+// Recv), then answers with a close acknowledgement (MsgClose with
+// flagCloseAck, on its control stream). Close, after a MsgClose, lingers
+// until that answer, until the peer ends the connection, or for
+// closeLinger, and only then closes the connection: quic-go's
+// CloseWithError discards whatever is still unacknowledged.
 
 func init() { transport.RegisterNetwork(transport.KindQUIC, network{}) }
 
@@ -39,6 +52,16 @@ const (
 	codeAuth     quicgo.ApplicationErrorCode = 1
 	codeBadFrame quicgo.ApplicationErrorCode = 2
 )
+
+// flagCloseAck marks the MsgClose frame that acknowledges the peer's
+// MsgClose; the link consumes it.
+const flagCloseAck = 1
+
+// closeLinger bounds how long Close, after a MsgClose, waits for the peer
+// to acknowledge that it received everything (like TCP's close and the
+// reliable UDP transport's Linger). A variable for the tests, which
+// stretch it so that a starved machine does not make them fail.
+var closeLinger = 5 * time.Second
 
 // Stream scheduling urgencies (0 is the most urgent).
 const (
@@ -328,6 +351,16 @@ type link struct {
 	progress atomic.Uint64
 	// pace paces both streams together in user space (SetPacing).
 	pace transport.UserPacer
+
+	// The MsgClose barrier (see the top of the file).
+	closeSent atomic.Bool   // Send(MsgClose) wrote the barrier
+	acked     chan struct{} // closed when the peer acknowledged it
+	ackOnce   sync.Once
+	barMu     sync.Mutex // guards the fields below
+	markers   uint64     // close markers read on the peer's channel streams
+	held      bool       // the peer's MsgClose waits for its markers
+	want      uint64     // how many markers it waits for
+	passed    bool       // the peer's MsgClose was passed on
 }
 
 // SetPacing implements transport.Pacer in user space: large writes on
@@ -365,7 +398,8 @@ func (l *link) reader(st interface {
 
 func newLink(conn *quicgo.Conn, ctrl *quicgo.Stream, cfg *transport.Config, peer int, release func()) *link {
 	l := &link{conn: conn, cfg: cfg, peer: peer, release: release,
-		inbox: make(chan transport.Message), c: newCloser(), dead: make(chan struct{})}
+		inbox: make(chan transport.Message), c: newCloser(), dead: make(chan struct{}),
+		acked: make(chan struct{})}
 	for ch := range l.writers {
 		l.writers[ch] = &writer{ch: transport.Channel(ch), mu: newLock()}
 	}
@@ -375,7 +409,7 @@ func newLink(conn *quicgo.Conn, ctrl *quicgo.Stream, cfg *transport.Config, peer
 	w, setDeadline := l.pace.Writer(ctrl, ctrl.SetWriteDeadline, l.c.Quit)
 	l.writers[transport.ChanControl].fw = transport.NewFrameWriter(w, setDeadline)
 	l.wg.Add(2)
-	go l.readLoop(l.reader(ctrl))
+	go l.readLoop(l.reader(ctrl), true)
 	go l.acceptLoop()
 	return l
 }
@@ -404,7 +438,10 @@ func (l *link) die(err error, code quicgo.ApplicationErrorCode) {
 	})
 }
 
-func (l *link) readLoop(fr *transport.FrameReader) {
+// readLoop reads one stream until it fails. After Close it goes on
+// reading (and drops what it reads) so that a close acknowledgement is
+// still seen while Close lingers.
+func (l *link) readLoop(fr *transport.FrameReader, control bool) {
 	defer l.wg.Done()
 	ctx := context.Background()
 	for {
@@ -418,12 +455,69 @@ func (l *link) readLoop(fr *transport.FrameReader) {
 			}
 			return
 		}
-		select {
-		case l.inbox <- m:
-		case <-l.c.Quit:
-			return
+		if m.Header.Type == transport.MsgClose {
+			l.onClose(m, control)
+			continue
+		}
+		l.pass(m)
+	}
+}
+
+// pass hands m to Recv, or drops it once the link is closed.
+func (l *link) pass(m transport.Message) bool {
+	select {
+	case l.inbox <- m:
+		return true
+	case <-l.c.Quit:
+		return false
+	}
+}
+
+// onClose handles a MsgClose frame read on one of the peer's streams: a
+// close marker, the peer's MsgClose, or its acknowledgement of ours.
+func (l *link) onClose(m transport.Message, control bool) {
+	if control && m.Header.Flags&flagCloseAck != 0 {
+		l.ackOnce.Do(func() { close(l.acked) })
+		return
+	}
+	l.barMu.Lock()
+	if control {
+		if l.held || l.passed {
+			l.barMu.Unlock()
+			return // a repeated MsgClose: passed on once
+		}
+		l.held, l.want = true, m.Header.Seq
+	} else {
+		l.markers++
+	}
+	ready := l.held && !l.passed && l.markers >= l.want
+	var msg transport.Message
+	if ready {
+		l.passed = true
+		msg = m
+		if !control {
+			msg = transport.Message{Header: transport.Header{Version: m.Header.Version, Type: transport.MsgClose,
+				Job: m.Header.Job, Src: m.Header.Src, Seq: l.want}}
 		}
 	}
+	l.barMu.Unlock()
+	if !ready {
+		return
+	}
+	msg.Header.Flags &^= flagCloseAck
+	if !l.pass(msg) {
+		return
+	}
+	// Everything the peer sent before its MsgClose has been handed to
+	// Recv: tell it, so that its Close need not linger. Not from this
+	// reader, which must go on reading while the write waits.
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), closeLinger)
+		defer cancel()
+		_ = l.writeFrame(ctx, l.writers[transport.ChanControl], transport.Header{Type: transport.MsgClose, Flags: flagCloseAck}, nil, true)
+	}()
 }
 
 // acceptLoop starts a reader for every channel stream the peer opens.
@@ -443,7 +537,7 @@ func (l *link) acceptLoop() {
 		}
 		_ = st.SetReadDeadline(time.Time{})
 		l.wg.Add(1)
-		go l.readLoop(l.reader(st))
+		go l.readLoop(l.reader(st), false)
 	}
 }
 
@@ -469,15 +563,67 @@ func (l *link) Send(ctx context.Context, h transport.Header, payload []byte) err
 	if int64(len(payload)) > l.cfg.MaxMessage {
 		return l.opErr("send", &transport.FrameError{Field: "length", Value: uint64(len(payload)), Limit: uint64(l.cfg.MaxMessage), Err: transport.ErrTooLarge})
 	}
-	w := l.writers[transport.ChannelOf(h.Type)]
-	if err := w.mu.Acquire(ctx, l.c.Quit, transport.ErrClosed); err != nil {
+	if h.Type == transport.MsgClose {
+		return l.sendClose(ctx, h)
+	}
+	return l.write(ctx, l.writers[transport.ChannelOf(h.Type)], h, payload)
+}
+
+// sendClose writes the MsgClose barrier: a close marker at the end of
+// every channel stream opened so far, then h on the control stream with
+// Seq set to the number of markers.
+func (l *link) sendClose(ctx context.Context, h transport.Header) error {
+	h.Flags &^= flagCloseAck
+	var n uint64
+	for ch, w := range l.writers {
+		if transport.Channel(ch) == transport.ChanControl {
+			continue
+		}
+		if err := w.mu.Acquire(ctx, l.c.Quit, transport.ErrClosed); err != nil {
+			if errors.Is(err, transport.ErrClosed) {
+				err = l.deadErr()
+			}
+			return l.opErr("send", err)
+		}
+		open := w.fw != nil
+		w.mu.Release()
+		if !open {
+			continue
+		}
+		if err := l.write(ctx, w, transport.Header{Type: transport.MsgClose}, nil); err != nil {
+			return err
+		}
+		n++
+	}
+	h.Seq = n
+	if err := l.write(ctx, l.writers[transport.ChanControl], h, nil); err != nil {
+		return err
+	}
+	l.closeSent.Store(true)
+	return nil
+}
+
+// write sends one frame on w's stream, opening it on first use.
+func (l *link) write(ctx context.Context, w *writer, h transport.Header, payload []byte) error {
+	return l.writeFrame(ctx, w, h, payload, false)
+}
+
+// writeFrame is write. With ack (the close acknowledgement, which a
+// closing link still owes its peer) it goes on after Close, and a failure
+// does not close the link.
+func (l *link) writeFrame(ctx context.Context, w *writer, h transport.Header, payload []byte, ack bool) error {
+	quit := l.c.Quit
+	if ack {
+		quit = nil
+	}
+	if err := w.mu.Acquire(ctx, quit, transport.ErrClosed); err != nil {
 		if errors.Is(err, transport.ErrClosed) {
 			err = l.deadErr()
 		}
 		return l.opErr("send", err)
 	}
 	defer w.mu.Release()
-	if l.c.IsClosed() {
+	if l.c.IsClosed() && !ack {
 		return l.opErr("send", l.deadErr())
 	}
 	if w.fw == nil {
@@ -498,7 +644,7 @@ func (l *link) Send(ctx context.Context, h transport.Header, payload []byte) err
 		return nil
 	}
 	cerr := classify(ctx, err, l.c.IsClosed())
-	if l.c.IsClosed() {
+	if l.c.IsClosed() || ack {
 		cerr = l.deadErr()
 	} else if n > 0 && !errors.Is(cerr, transport.ErrPeerClosed) {
 		l.die(cerr, codeBadFrame)
@@ -530,8 +676,21 @@ func (l *link) Recv(ctx context.Context) (transport.Message, error) {
 	}
 }
 
+// Close closes the connection. After a MsgClose it first lingers (at
+// most closeLinger) until the peer has acknowledged receiving everything,
+// or ended the connection itself.
 func (l *link) Close() error {
 	l.c.Close(func() {
+		if l.closeSent.Load() {
+			t := time.NewTimer(closeLinger)
+			select {
+			case <-l.acked:
+			case <-l.dead:
+			case <-l.conn.Context().Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		_ = l.conn.CloseWithError(codeClosed, "closed")
 		l.wg.Wait()
 		if l.release != nil {
