@@ -198,7 +198,7 @@ func (pl *ExchangePlanner) modelCopy(m *Model, sameAsLast bool) *Model {
 	if sameAsLast {
 		return pl.last.model
 	}
-	return copyModel(m)
+	return m.Clone()
 }
 
 // store keeps e, dropping the least recently used plans above Capacity.
@@ -344,23 +344,4 @@ func copySizes(a [][]int64) [][]int64 {
 		c[i] = append([]int64(nil), a[i]...)
 	}
 	return c
-}
-
-func copyMatrix(a [][]float64) [][]float64 {
-	if a == nil {
-		return nil
-	}
-	c := make([][]float64, len(a))
-	for i := range a {
-		c[i] = append([]float64(nil), a[i]...)
-	}
-	return c
-}
-
-func copyModel(m *Model) *Model {
-	c := *m
-	c.Latency, c.Bandwidth, c.PerByte = copyMatrix(m.Latency), copyMatrix(m.Bandwidth), copyMatrix(m.PerByte)
-	c.SendOverhead = append([]Overhead(nil), m.SendOverhead...)
-	c.RecvOverhead = append([]Overhead(nil), m.RecvOverhead...)
-	return &c
 }

@@ -19,13 +19,13 @@ func TestExchangePlannerCache(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, p1)
 	// The same sizes in other slices: the cached plan itself.
-	p2, err := pl.Plan(copyModel(c.m), &Exchange{Bytes: copySizes(c.x.Bytes)})
+	p2, err := pl.Plan(c.m.Clone(), &Exchange{Bytes: copySizes(c.x.Bytes)})
 	require.NoError(t, err)
 	require.Same(t, p1, p2)
 	require.Equal(t, PlannerStats{Hits: 1, Plans: 1}, pl.Stats())
 
 	// Another model, the same sizes: planned in full, never patched.
-	m2 := copyModel(c.m)
+	m2 := c.m.Clone()
 	m2.Latency[0][1] *= 2
 	p3, err := pl.Plan(m2, c.x)
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestExchangePlannerCache(t *testing.T) {
 
 	// Capacity 2: a third plan evicts the least recently used (c.m's).
 	pl.Capacity = 2
-	m3 := copyModel(c.m)
+	m3 := c.m.Clone()
 	m3.Bandwidth[2][3] /= 2
 	_, err = pl.Plan(m3, c.x)
 	require.NoError(t, err)
