@@ -73,7 +73,7 @@ func (w *world) onControl(peer int, c control) {
 			if strings.HasPrefix(c.Reason, linkLost) {
 				w.reported(c.Rank, why)
 			} else {
-				w.markFailed(c.Rank, why, false)
+				w.markFailed(c.Rank, why, true)
 			}
 		}
 	case "pulse":
@@ -98,6 +98,11 @@ func (w *world) onControl(peer int, c control) {
 		w.log.Warn("comm: unknown control message", "peer", peer, "kind", c.Kind)
 	}
 }
+
+// A report of a failure is passed on (markFailed with notify) before
+// anything here fails because of it: this rank may exit on that error,
+// and the ranks that see its links close before the reporter's notice
+// reaches them would blame it. Each rank passes a failure on once.
 
 // reported takes another rank's report that rank x failed because its
 // link to the reporter was lost. x may have died because it noticed
@@ -128,7 +133,7 @@ func (w *world) reported(x int, why error) {
 		case <-t.C:
 		case <-w.quit:
 		}
-		w.markFailed(x, why, false)
+		w.markFailed(x, why, true)
 	}()
 }
 
