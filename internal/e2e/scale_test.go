@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetcomm/hetcomm/internal/roottest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -69,9 +70,7 @@ func parseScale(t *testing.T, r result) scaleReport {
 // an emulated fabric of mixed NICs) starts and runs Alltoallv, Bcast and
 // Allreduce, verified (issue 15).
 func TestScaleInProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 256-rank world (-short)")
-	}
+	roottest.Require(t, "runs 256 ranks in one process: a large run kept for .ci/run, not every go test")
 	r := run(t, 5*time.Minute, cleanEnv(), scalecheck(t), "-inproc", "256")
 	rep := parseScale(t, r)
 	require.Equal(t, 256, rep.Ranks)
@@ -82,9 +81,7 @@ func TestScaleInProcess(t *testing.T) {
 // with the default probe, runs the same (issue 15). Descriptors and
 // goroutines per rank grow with P, not P squared.
 func TestScaleLaunched(t *testing.T) {
-	if testing.Short() {
-		t.Skip("64 processes (-short)")
-	}
+	roottest.Require(t, "runs 64 processes: a large run kept for .ci/run, not every go test")
 	env := append(cleanEnv(), "HETCOMM_CACHE_DIR="+t.TempDir())
 	r := run(t, 5*time.Minute, env, filepath.Join(binaries(t), "hetrun"), "-n", "64", scalecheck(t))
 	rep := parseScale(t, r)

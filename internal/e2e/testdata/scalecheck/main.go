@@ -131,7 +131,10 @@ func (w work) inProcess(n int) (*Report, error) {
 	each(n, func(r int) {
 		b := &bootstrap.Bootstrap{Rank: r, Size: n, Coord: "coord", Secret: []byte("scalecheck secret of at least 32 bytes"), Job: job,
 			Transport: "mem", Timeout: 60 * time.Second, Emulate: model, Model: model, Probe: "off"}
-		cfg := &comm.Config{Bootstrap: b, Network: netw, CacheDir: dir}
+		// 256 ranks share this process's CPUs (two here, with other jobs
+		// beside them): a rank's heartbeats can wait that long for a CPU,
+		// which is no sign of a failure in one process.
+		cfg := &comm.Config{Bootstrap: b, Network: netw, CacheDir: dir, FailAfter: 30 * time.Second}
 		if w.logWarnings {
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		}
