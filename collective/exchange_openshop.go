@@ -45,10 +45,12 @@ type openShopPicker struct {
 	wbuf      []wordMask
 }
 
-// openShopPick is a sender's receiver j and its time a.
+// openShopPick is a sender's receiver j and its time a, and j's place in
+// its order when the search found it there (block -1: not known).
 type openShopPick struct {
-	j int
-	a float64
+	j   int
+	a   float64
+	pos orderPos
 }
 
 func newOpenShopPicker(n int) *openShopPicker {
@@ -81,25 +83,31 @@ func (ps *openShopPicker) advance(s float64) {
 	ps.s = s
 	for {
 		b := ps.busy.blocks[0]
-		if len(b) == 0 || b[0].t > s {
+		if b.n == 0 || b.t[0] > s {
 			return
 		}
-		r := b[0].r
+		r := b.r[0]
 		ps.busy.remove(orderPos{0, 0})
-		ps.idle.insertAt(recvKey{-ps.recvLeft[r], r})
+		ps.idle.insert(recvKey{-ps.recvLeft[r], r})
 		ps.idleBits[r>>6] |= 1 << (r & 63)
 	}
 }
 
-// take removes receiver j, picked at time s, from its order and puts it
-// back in the busy one at its new time end, with its receive time left
-// down by c.
-func (ps *openShopPicker) take(j int, c, end float64) {
+// take removes receiver j, picked at time s, from its order (at pos if
+// its block is not -1) and puts it back in the busy one at its new time
+// end, with its receive time left down by c.
+func (ps *openShopPicker) take(j int, pos orderPos, c, end float64) {
 	if ps.idleBits[j>>6]>>(j&63)&1 != 0 {
-		ps.idle.remove(ps.idle.locate(recvKey{-ps.recvLeft[j], int32(j)}))
+		if pos.block < 0 {
+			pos = ps.idle.locate(recvKey{-ps.recvLeft[j], int32(j)})
+		}
+		ps.idle.remove(pos)
 		ps.idleBits[j>>6] &^= 1 << (j & 63)
 	} else {
-		ps.busy.remove(ps.busy.locate(recvKey{ps.recvAvail[j], int32(j)}))
+		if pos.block < 0 {
+			pos = ps.busy.locate(recvKey{ps.recvAvail[j], int32(j)})
+		}
+		ps.busy.remove(pos)
 	}
 	ps.recvAvail[j] = end
 	ps.recvLeft[j] -= c
@@ -121,32 +129,34 @@ func (ps *openShopPicker) pick(i, k int, s float64) openShopPick {
 		// past as many as it has idle ones to choose from, a pass over
 		// those is cheaper.
 		limit := idle
-		if j, ok := ps.walk(ps.idle, row, i, &limit); ok {
-			return openShopPick{j: j, a: ps.recvAvail[j]}
+		if j, pos, ok := ps.walk(ps.idle, row, i, &limit); ok {
+			return openShopPick{j: j, a: ps.recvAvail[j], pos: pos}
 		}
 		j := ps.bestIdle(row, i)
-		return openShopPick{j: j, a: ps.recvAvail[j]}
+		return openShopPick{j: j, a: ps.recvAvail[j], pos: orderPos{-1, 0}}
 	}
 	if !ps.scan[i] {
 		// A step of the walk costs less than one of the scan (no
 		// comparison of times): it may pass eight times as many.
 		limit := 8*k + 128
-		if j, ok := ps.walk(ps.busy, row, i, &limit); ok {
-			return openShopPick{j: j, a: ps.recvAvail[j]}
+		if j, pos, ok := ps.walk(ps.busy, row, i, &limit); ok {
+			return openShopPick{j: j, a: ps.recvAvail[j], pos: pos}
 		}
 		ps.scan[i] = true
 	}
 	j := ps.earliestBusy(row, i)
-	return openShopPick{j: j, a: ps.recvAvail[j]}
+	return openShopPick{j: j, a: ps.recvAvail[j], pos: orderPos{-1, 0}}
 }
 
 // walk walks order o for sender i to the first receiver in its row, and
 // settles ties within its key's first part by a pass over the row. It
-// gives up (false) after passing more than *limit receivers.
-func (ps *openShopPicker) walk(o *recvOrder, row []uint64, i int, limit *int) (int, bool) {
-	j, t, tied, ok := o.first(row, limit)
+// gives up (false) after passing more than *limit receivers. It returns
+// the receiver and, unless a tie was settled, its place in o (else block
+// -1).
+func (ps *openShopPicker) walk(o *recvOrder, row []uint64, i int, limit *int) (int, orderPos, bool) {
+	j, pos, t, tied, ok := o.first(row, limit)
 	if !ok || !tied {
-		return j, ok
+		return j, pos, ok
 	}
 	best := -1
 	for w, v := range row {
@@ -163,7 +173,7 @@ func (ps *openShopPicker) walk(o *recvOrder, row []uint64, i int, limit *int) (i
 			}
 		}
 	}
-	return best, true
+	return best, orderPos{-1, 0}, true
 }
 
 // cyclicWords lists the words of a row in cyclic order from bit i+1 of
@@ -232,14 +242,22 @@ func (ps *openShopPicker) earliestBusy(row []uint64, i int) int {
 // shop heuristic: a sender walks it from the front to its earliest
 // receiver, and the chosen receiver moves to its new, later time.
 //
-// It is a list of sorted blocks (a one-level B-tree): the walk reads
-// contiguous arrays; a move takes the key out where the walk found it (or
-// a binary search does) and puts it back by a search from the back, where
-// new times mostly go, each with a shift within one block of at most
-// 2*orderBlock keys.
+// It is a list of sorted blocks (a one-level B-tree), each holding its
+// times and its ranks in two arrays: the walk reads only the ranks, 16 to
+// a cache line; a move finds the key by binary search over the blocks'
+// last keys and then within the block, and shifts at most 2*orderBlock
+// keys of one block.
 type recvOrder struct {
-	blocks [][]recvKey
-	spare  [][]recvKey // emptied blocks, for reuse by splits
+	blocks []*orderBlk
+	spare  []*orderBlk // emptied blocks, for reuse by splits
+}
+
+// orderBlk is one block of a [recvOrder]: keys (t[k], r[k]) for k < n,
+// sorted.
+type orderBlk struct {
+	n int
+	t [2 * orderBlock]float64
+	r [2 * orderBlock]int32
 }
 
 type recvKey struct {
@@ -248,6 +266,14 @@ type recvKey struct {
 }
 
 func (a recvKey) less(b recvKey) bool { return a.t < b.t || (a.t == b.t && a.r < b.r) }
+
+// key returns the block's k-th key.
+func (b *orderBlk) key(k int) recvKey { return recvKey{b.t[k], b.r[k]} }
+
+// keyLess reports whether the block's k-th key comes before x.
+func (b *orderBlk) keyLess(k int, x recvKey) bool {
+	return b.t[k] < x.t || (b.t[k] == x.t && b.r[k] < x.r)
+}
 
 // orderBlock is the size of a freshly filled or split block; blocks hold
 // 1 to 2*orderBlock keys.
@@ -259,31 +285,36 @@ func newRecvOrder(n int) *recvOrder {
 	for r := 0; r < n; r += orderBlock {
 		b := o.newBlock()
 		for k := r; k < n && k < r+orderBlock; k++ {
-			b = append(b, recvKey{0, int32(k)})
+			b.r[b.n] = int32(k)
+			b.n++
 		}
 		o.blocks = append(o.blocks, b)
 	}
 	return o
 }
 
-func (o *recvOrder) newBlock() []recvKey {
+func (o *recvOrder) newBlock() *orderBlk {
 	if k := len(o.spare); k > 0 {
 		b := o.spare[k-1]
 		o.spare = o.spare[:k-1]
-		return b[:0]
+		b.n = 0
+		return b
 	}
-	return make([]recvKey, 0, 2*orderBlock)
+	return &orderBlk{}
 }
 
 // orderPos is a key's place: block and index in the block.
 type orderPos struct{ block, idx int }
 
+// at returns the key at p.
+func (o *recvOrder) at(p orderPos) recvKey { return o.blocks[p.block].key(p.idx) }
+
 // locate returns the place of k, which must be in the order.
 func (o *recvOrder) locate(k recvKey) orderPos {
 	bi := o.blockFor(k)
 	b := o.blocks[bi]
-	p := searchBlock(b, k)
-	if p == len(b) || b[p] != k {
+	p := b.search(k)
+	if p == b.n || b.t[p] != k.t || b.r[p] != k.r {
 		panic("collective: internal error: receiver missing from the open shop's order")
 	}
 	return orderPos{bi, p}
@@ -296,7 +327,7 @@ func (o *recvOrder) blockFor(k recvKey) int {
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		b := o.blocks[mid]
-		if b[len(b)-1].less(k) {
+		if b.keyLess(b.n-1, k) {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -305,42 +336,49 @@ func (o *recvOrder) blockFor(k recvKey) int {
 	return lo
 }
 
-// searchBlock returns the first index in b whose key is not below k.
-func searchBlock(b []recvKey, k recvKey) int {
-	lo, hi := 0, len(b)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if b[mid].less(k) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+// search returns the first index in b whose key is not below k, by a
+// binary search without branches on the keys.
+func (b *orderBlk) search(k recvKey) int {
+	base, n := 0, b.n
+	for n > 1 {
+		half := n >> 1
+		m := base + half - 1
+		lt := b2i(b.t[m] < k.t) | b2i(b.t[m] == k.t)&b2i(b.r[m] < k.r)
+		base += half & -int(lt)
+		n -= half
 	}
-	return lo
+	if n == 1 && b.keyLess(base, k) {
+		base++
+	}
+	return base
 }
 
 // remove takes out the key at at.
 func (o *recvOrder) remove(at orderPos) {
 	b := o.blocks[at.block]
-	b = append(b[:at.idx], b[at.idx+1:]...)
-	if len(b) == 0 && len(o.blocks) > 1 {
+	copy(b.t[at.idx:b.n-1], b.t[at.idx+1:b.n])
+	copy(b.r[at.idx:b.n-1], b.r[at.idx+1:b.n])
+	b.n--
+	if b.n == 0 && len(o.blocks) > 1 {
 		o.spare = append(o.spare, b)
 		o.blocks = append(o.blocks[:at.block], o.blocks[at.block+1:]...)
-	} else {
-		o.blocks[at.block] = b
 	}
 }
 
 // insert puts k in its place. New times are mostly late: the search runs
-// from the back.
+// from the back, over the blocks' last keys and then within the block.
 func (o *recvOrder) insert(k recvKey) {
 	bi := len(o.blocks) - 1
-	for bi > 0 && !o.blocks[bi-1][len(o.blocks[bi-1])-1].less(k) {
+	for bi > 0 {
+		b := o.blocks[bi-1]
+		if b.keyLess(b.n-1, k) {
+			break
+		}
 		bi--
 	}
 	b := o.blocks[bi]
-	p := len(b)
-	for p > 0 && k.less(b[p-1]) {
+	p := b.n
+	for p > 0 && !b.keyLess(p-1, k) {
 		p--
 	}
 	o.insertIn(bi, p, k)
@@ -349,65 +387,73 @@ func (o *recvOrder) insert(k recvKey) {
 // insertIn puts k at index p of block bi, splitting a full block.
 func (o *recvOrder) insertIn(bi, p int, k recvKey) {
 	b := o.blocks[bi]
-	if len(b) == 2*orderBlock {
+	if b.n == 2*orderBlock {
 		// Split: the upper half goes to a new block after this one.
-		nb := append(o.newBlock(), b[orderBlock:]...)
-		b = b[:orderBlock]
-		o.blocks[bi] = b
+		nb := o.newBlock()
+		copy(nb.t[:], b.t[orderBlock:])
+		copy(nb.r[:], b.r[orderBlock:])
+		nb.n, b.n = orderBlock, orderBlock
 		o.blocks = append(o.blocks, nil)
 		copy(o.blocks[bi+2:], o.blocks[bi+1:])
 		o.blocks[bi+1] = nb
 		if p > orderBlock {
-			bi, p, b = bi+1, p-orderBlock, nb
+			p, b = p-orderBlock, nb
 		}
 	}
-	b = append(b, recvKey{})
-	copy(b[p+1:], b[p:])
-	b[p] = k
-	o.blocks[bi] = b
+	copy(b.t[p+1:b.n+1], b.t[p:b.n])
+	copy(b.r[p+1:b.n+1], b.r[p:b.n])
+	b.t[p], b.r[p] = k.t, k.r
+	b.n++
 }
 
 // first returns the first receiver in the order whose bit is set in row,
-// its key's time, and whether the key after it has the same time. Every
-// receiver it passes costs one of *limit; when that goes below zero it
-// gives up. ok is false if it gave up or found none.
-func (o *recvOrder) first(row []uint64, limit *int) (r int, t float64, tied, ok bool) {
+// its place, its key's time, and whether the key after it has the same
+// time. Every receiver it passes costs one of *limit; when that goes below
+// zero it gives up. ok is false if it gave up or found none.
+func (o *recvOrder) first(row []uint64, limit *int) (r int, pos orderPos, t float64, tied, ok bool) {
+	left := *limit
 	for bi, b := range o.blocks {
-		for p, k := range b {
-			if row[k.r>>6]>>(k.r&63)&1 == 0 {
-				if *limit--; *limit < 0 {
-					return 0, 0, false, false
+		for p, k := range b.r[:b.n] {
+			if row[k>>6]>>(k&63)&1 == 0 {
+				if left--; left < 0 {
+					*limit = left
+					return 0, orderPos{}, 0, false, false
 				}
 				continue
 			}
+			*limit = left
 			switch {
-			case p+1 < len(b):
-				tied = b[p+1].t == k.t
+			case p+1 < b.n:
+				tied = b.t[p+1] == b.t[p]
 			case bi+1 < len(o.blocks):
-				tied = o.blocks[bi+1][0].t == k.t
+				tied = o.blocks[bi+1].t[0] == b.t[p]
 			}
-			return int(k.r), k.t, tied, true
+			return int(k), orderPos{bi, p}, b.t[p], tied, true
 		}
 	}
-	return 0, 0, false, false
-}
-
-// insertAt puts k in its place, found by binary search.
-func (o *recvOrder) insertAt(k recvKey) {
-	bi := o.blockFor(k)
-	o.insertIn(bi, searchBlock(o.blocks[bi], k), k)
+	*limit = left
+	return 0, orderPos{}, 0, false, false
 }
 
 // senderTree is a tournament (loser) tree of senders keyed by time, then
 // the most send time left, then rank: a sender's new time costs one
-// comparison per level.
+// comparison per level. Each node keeps its loser's time next to its
+// rank, and the sender going up carries its own, so a level reads one
+// node and compares two times; only equal times look further.
 type senderTree struct {
 	m     int       // leaves, a power of two; leaf r is sender r
 	t     []float64 // time of each leaf
 	work  []float64 // send time each leaf has left (set it before update)
 	key   []int32   // rank of each leaf, or m+rank (and time +Inf) once done
-	loser []int32   // loser[k], 1 <= k < m: the leaf that lost at node k
-	win   int32     // the leaf that is first
+	nodes []treeNode
+	win   int32 // the leaf that is first
+}
+
+// treeNode is node k of a senderTree, 1 <= k < m: the leaf that lost
+// there and its time.
+type treeNode struct {
+	t float64
+	l int32
 }
 
 func newSenderTree(n int, work []float64, active func(r int) bool) *senderTree {
@@ -415,7 +461,7 @@ func newSenderTree(n int, work []float64, active func(r int) bool) *senderTree {
 	for m < n {
 		m <<= 1
 	}
-	s := &senderTree{m: m, t: make([]float64, m), work: make([]float64, m), key: make([]int32, m), loser: make([]int32, m)}
+	s := &senderTree{m: m, t: make([]float64, m), work: make([]float64, m), key: make([]int32, m), nodes: make([]treeNode, m)}
 	copy(s.work, work)
 	for r := range s.key {
 		s.key[r] = int32(r)
@@ -430,21 +476,16 @@ func newSenderTree(n int, work []float64, active func(r int) bool) *senderTree {
 	}
 	for k := m - 1; k >= 1; k-- {
 		a, b := win[2*k], win[2*k+1]
-		if s.less(b, a) {
+		if s.lessInt(b, a) != 0 {
 			a, b = b, a
 		}
-		win[k], s.loser[k] = a, b
+		win[k], s.nodes[k] = a, treeNode{s.t[b], b}
 	}
 	s.win = win[1]
 	return s
 }
 
-// less reports whether leaf a comes before leaf b. It is written without
-// branches (the outcome is a coin toss near the root): each level of
-// update then costs no misprediction.
-func (s *senderTree) less(a, b int32) bool { return s.lessInt(a, b) != 0 }
-
-// lessInt is less as 1 or 0.
+// lessInt is 1 if leaf a comes before leaf b, else 0.
 func (s *senderTree) lessInt(a, b int32) int32 {
 	ta, tb := s.t[a], s.t[b]
 	wa, wb := s.work[a], s.work[b]
@@ -468,18 +509,34 @@ func (s *senderTree) top() int {
 
 // update gives the first sender time t, or retires it (done).
 func (s *senderTree) update(t float64, done bool) {
-	w := s.win
-	s.t[w] = t
+	c := s.win
+	s.t[c] = t
 	if done {
 		// After every real time, +Inf included.
-		s.t[w], s.key[w] = math.Inf(1), w+int32(s.m)
+		t = math.Inf(1)
+		s.t[c], s.key[c] = t, c+int32(s.m)
 	}
-	c := w
-	for k := (int(w) + s.m) >> 1; k >= 1; k >>= 1 {
-		// Swap when the loser comes first, by a mask.
-		l := s.loser[k]
-		x := (l ^ c) & -int32(s.lessInt(l, c))
-		s.loser[k], c = l^x, c^x
+	// The carried leaf c and its time t go up; at each node the one that
+	// comes first goes on and the other stays, swapped without branches
+	// (the outcome is a coin toss near the root) unless the times are
+	// equal.
+	tb := math.Float64bits(t)
+	nodes := s.nodes
+	for k := (int(c) + s.m) >> 1; k >= 1; k >>= 1 {
+		nd := &nodes[k]
+		lt, l := nd.t, nd.l
+		var first int32
+		if lt == math.Float64frombits(tb) {
+			first = s.lessInt(l, c)
+		} else {
+			first = b2i(lt < math.Float64frombits(tb))
+		}
+		mask := -first
+		x := (l ^ c) & mask
+		ltb := math.Float64bits(lt)
+		xb := (ltb ^ tb) & uint64(int64(mask))
+		nd.l, c = l^x, c^x
+		nd.t, tb = math.Float64frombits(ltb^xb), tb^xb
 	}
 	s.win = c
 }

@@ -123,14 +123,15 @@ func TestExchangeOpenShopOrder(t *testing.T) {
 			o.remove(o.locate(recvKey{at[r], int32(r)}))
 			o.insert(recvKey{to, int32(r)})
 			pos := o.locate(recvKey{to, int32(r)})
-			require.Equal(t, recvKey{to, int32(r)}, o.blocks[pos.block][pos.idx])
+			require.Equal(t, recvKey{to, int32(r)}, o.at(pos))
 			at[r] = to
 		}
 		var got []recvKey
 		for _, b := range o.blocks {
-			require.NotEmpty(t, b)
-			require.LessOrEqual(t, len(b), 2*orderBlock)
-			got = append(got, b...)
+			require.Positive(t, b.n)
+			for k := range b.n {
+				got = append(got, b.key(k))
+			}
 		}
 		require.Len(t, got, n)
 		require.True(t, sort.SliceIsSorted(got, func(a, b int) bool { return got[a].less(got[b]) }))
