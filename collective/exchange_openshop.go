@@ -366,7 +366,8 @@ func (o *recvOrder) remove(at orderPos) {
 }
 
 // insert puts k in its place. New times are mostly late: the search runs
-// from the back, over the blocks' last keys and then within the block.
+// from the back, over the blocks' last keys and then within the block,
+// where it moves every key it passes up by one as it goes.
 func (o *recvOrder) insert(k recvKey) {
 	bi := len(o.blocks) - 1
 	for bi > 0 {
@@ -377,33 +378,31 @@ func (o *recvOrder) insert(k recvKey) {
 		bi--
 	}
 	b := o.blocks[bi]
-	p := b.n
-	for p > 0 && !b.keyLess(p-1, k) {
-		p--
-	}
-	o.insertIn(bi, p, k)
-}
-
-// insertIn puts k at index p of block bi, splitting a full block.
-func (o *recvOrder) insertIn(bi, p int, k recvKey) {
-	b := o.blocks[bi]
 	if b.n == 2*orderBlock {
-		// Split: the upper half goes to a new block after this one.
-		nb := o.newBlock()
-		copy(nb.t[:], b.t[orderBlock:])
-		copy(nb.r[:], b.r[orderBlock:])
-		nb.n, b.n = orderBlock, orderBlock
-		o.blocks = append(o.blocks, nil)
-		copy(o.blocks[bi+2:], o.blocks[bi+1:])
-		o.blocks[bi+1] = nb
-		if p > orderBlock {
-			p, b = p-orderBlock, nb
+		o.split(bi)
+		if nb := o.blocks[bi+1]; nb.t[0] < k.t || nb.t[0] == k.t && nb.r[0] < k.r {
+			b = nb
 		}
 	}
-	copy(b.t[p+1:b.n+1], b.t[p:b.n])
-	copy(b.r[p+1:b.n+1], b.r[p:b.n])
+	p := b.n
+	for p > 0 && !b.keyLess(p-1, k) {
+		b.t[p], b.r[p] = b.t[p-1], b.r[p-1]
+		p--
+	}
 	b.t[p], b.r[p] = k.t, k.r
 	b.n++
+}
+
+// split moves the upper half of full block bi to a new block after it.
+func (o *recvOrder) split(bi int) {
+	b := o.blocks[bi]
+	nb := o.newBlock()
+	copy(nb.t[:], b.t[orderBlock:])
+	copy(nb.r[:], b.r[orderBlock:])
+	nb.n, b.n = orderBlock, orderBlock
+	o.blocks = append(o.blocks, nil)
+	copy(o.blocks[bi+2:], o.blocks[bi+1:])
+	o.blocks[bi+1] = nb
 }
 
 // first returns the first receiver in the order whose bit is set in row,
