@@ -498,14 +498,6 @@ func b2i(b bool) int32 {
 	return 0
 }
 
-// top returns the first sender, or -1 if every sender is done.
-func (s *senderTree) top() int {
-	if int(s.key[s.win]) >= s.m {
-		return -1
-	}
-	return int(s.win)
-}
-
 // update gives the first sender time t, or retires it (done).
 func (s *senderTree) update(t float64, done bool) {
 	c := s.win

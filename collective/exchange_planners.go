@@ -267,11 +267,8 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 		written <- mk
 	}()
 	h := newSenderTree(n, sendLeft, func(r int) bool { return left[r] > 0 })
-	for {
-		i := h.top()
-		if i < 0 {
-			break
-		}
+	for range in.events {
+		i := int(h.win) // the first sender: while messages are left, one that has some
 		p := ps.pick(i, left[i], sendAvail[i])
 		j, a := p.j, p.a
 		c := in.flat[i*n+j] // a cache miss at large P
