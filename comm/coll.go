@@ -71,15 +71,29 @@ func (c *Comm) begin(ctx context.Context, op uint16) (*coll, context.CancelFunc,
 	// The ranks may pair a collective of one goroutine with one of
 	// another, so every member's communicator breaks: no call returns
 	// data that another call's messages made.
+	//
+	// The call is marked running and takes its number in one step under
+	// w.mu, which deliver's checkStray holds: checkStray must never see a
+	// call running without its number. It would take a stray message of
+	// the call just finished for one of the running call, and nothing
+	// would check that message again (every rank then waited for the op
+	// timeout: issue 17).
+	w := c.w
+	w.mu.Lock()
 	if !c.running.CompareAndSwap(0, uint32(op)) {
-		why := fmt.Sprintf("rank %d called %s while %s ran on this communicator (one goroutine per communicator for collectives; Dup it for others)", c.rank, opName(op), opName(uint16(c.running.Load())))
+		other := c.running.Load()
+		w.mu.Unlock()
+		why := fmt.Sprintf("rank %d called %s while %s ran on this communicator (one goroutine per communicator for collectives; Dup it for others)", c.rank, opName(op), opName(uint16(other)))
 		c.abortWith(ErrConcurrent, why)
 		return nil, nil, opErr(opName(op), fmt.Errorf("%w: %s", ErrConcurrent, why))
 	}
-	ctx, cancel := c.withTimeout(ctx)
 	seq := c.collSeq.Add(1)
-	k := &coll{c: c, ctx: ctx, op: op, tag: int32(seq & 0x7fffffff)}
-	if m := c.early(k.tag, op); m != nil {
+	tag := int32(seq & 0x7fffffff)
+	m := c.earlyLocked(tag, op)
+	w.mu.Unlock()
+	ctx, cancel := c.withTimeout(ctx)
+	k := &coll{c: c, ctx: ctx, op: op, tag: tag}
+	if m != nil {
 		// Another collective's message came before this call began
 		// (deliver could not tell then).
 		why := fmt.Sprintf("rank %d called %s while rank %d called %s", c.index[m.src], opName(m.flags), c.rank, opName(op))
@@ -284,12 +298,10 @@ func (c *Comm) otherSig(m *inMsg) bool {
 	return sig != 0 && m.useq != sig && c.running.Load() != 0 && m.tag == int32(c.collSeq.Load()&0x7fffffff)
 }
 
-// early returns a message that came for this call (tag) before it
-// began from another collective than op, or nil.
-func (c *Comm) early(tag int32, op uint16) *inMsg {
+// earlyLocked returns a message that came for this call (tag) before it
+// began from another collective than op, or nil (w.mu held).
+func (c *Comm) earlyLocked(tag int32, op uint16) *inMsg {
 	w := c.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if q := w.queues[collCtx(c.id)]; q != nil {
 		for _, m := range q.unexpected {
 			if m.tag == tag && m.flags != op {
@@ -362,8 +374,9 @@ func (c *Comm) otherOp(m *inMsg) bool {
 	if op == 0 || uint32(m.flags) == op || m.tag != int32(c.collSeq.Load()&0x7fffffff) {
 		return false
 	}
-	// begin sets running before it takes the call's number: a call
-	// that just ended still has the number then.
+	// begin marks a call running and takes its number together, under
+	// w.mu: the running call's number is collSeq's, and a call that
+	// ended (lastColl, abandoned) has an older one. Checked anyway.
 	return int32(c.lastColl.Load()>>32) != m.tag && c.abandoned.Load() != 1<<31|uint32(m.tag)
 }
 
