@@ -207,7 +207,7 @@ func (in *exchangeInstance) greedy() (send, recv [][]int) {
 // with no simulation afterwards (TestExchangeOpenShopPlanIsSimulated).
 // openShopChunk is how many messages the open shop plans between two
 // hand-overs of its log to the goroutine that writes the plan.
-const openShopChunk = 1 << 14
+const openShopChunk = 1 << 12
 
 func (in *exchangeInstance) openShopPlan() *Plan {
 	n := in.n
@@ -235,26 +235,26 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 		i, j       int32
 		start, end float64
 	}
-	log := make([]event, 0, in.events)
 	total := append([]int(nil), left...)
 	// Every sender's transfers together, in its order: next[i] is where
 	// i's next one goes; recvSeq[j] counts j's receives so far. Another
 	// goroutine writes the plan from the log as it grows, a chunk at a
-	// time (the log never moves: it has room for every message).
+	// time, and hands each chunk back for reuse once written (the log
+	// of 1,024 ranks would take 24 MB).
 	next := make([]int, n)
 	for i, off := 0, 0; i < n; i++ {
 		next[i] = off
 		off += total[i]
 	}
 	ts := make([]Transfer, in.events)
-	chunks := make(chan int, in.events/openShopChunk+2)
+	chunks := make(chan []event, in.events/openShopChunk+2)
+	free := make(chan []event, 8)
 	written := make(chan float64)
-	all := log[:cap(log)] // the goroutine's view: elements published by chunks
 	go func() {
 		recvSeq := make([]int, n)
-		mk, from := 0.0, 0
-		for to := range chunks {
-			for _, e := range all[from:to] {
+		mk := 0.0
+		for ch := range chunks {
+			for _, e := range ch {
 				i, j := int(e.i), int(e.j)
 				k := next[i]
 				next[i]++
@@ -262,10 +262,14 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 				recvSeq[j]++
 				mk = max(mk, e.end)
 			}
-			from = to
+			select {
+			case free <- ch[:0]:
+			default:
+			}
 		}
 		written <- mk
 	}()
+	log := make([]event, 0, openShopChunk)
 	h := newSenderTree(n, sendLeft, func(r int) bool { return left[r] > 0 })
 	for range in.events {
 		i := int(h.win) // the first sender: while messages are left, one that has some
@@ -281,15 +285,22 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 		h.work[i] -= c
 		ps.take(j, p.pos, c, end)
 		log = append(log, event{int32(i), int32(j), start, end})
-		if len(log)%openShopChunk == 0 {
-			chunks <- len(log)
+		if len(log) == openShopChunk {
+			// A written chunk if there is one, else a new one: the
+			// heuristic never waits for the writer.
+			chunks <- log
+			select {
+			case log = <-free:
+			default:
+				log = make([]event, 0, openShopChunk)
+			}
 		}
 		row := ps.row(i)
 		row[j>>6] &^= 1 << (j & 63)
 		left[i]--
 		h.update(end, left[i] == 0)
 	}
-	chunks <- len(log)
+	chunks <- log
 	close(chunks)
 	mk := <-written
 	// Sizes and send numbers by sender, one row of sizes at a time: read
