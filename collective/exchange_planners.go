@@ -226,25 +226,28 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 			}
 		}
 	}
-	// The messages in the order they are planned, each with its start;
-	// the plan is written from this log at the end. Writing each transfer
-	// to its place as it is planned (and reading its size) would add two
-	// cache misses at large P to every step of the heuristic, where each
-	// step waits for the last; the pass over the log has no such chain.
+	// The messages in the order they are planned, each with its start
+	// and end: another goroutine writes the plan from this log. Writing
+	// each transfer to its place as it is planned (and reading its size)
+	// would add two cache misses at large P to every step of the
+	// heuristic, where each step waits for the last; the pass over the
+	// log has no such chain.
 	type event struct {
 		i, j       int32
 		start, end float64
 	}
-	total := append([]int(nil), left...)
-	// Every sender's transfers together, in its order: next[i] is where
-	// i's next one goes; recvSeq[j] counts j's receives so far. Another
-	// goroutine writes the plan from the log as it grows, a chunk at a
-	// time, and hands each chunk back for reuse once written (the log
-	// of 1,024 ranks would take 24 MB).
-	next := make([]int, n)
-	for i, off := 0, 0; i < n; i++ {
-		next[i] = off
-		off += total[i]
+	// Every sender's transfers together, in its order: sender i's are
+	// ts[first[i]:first[i+1]], next[i] is where its next one goes, and
+	// recvSeq[j] counts j's receives so far. The writer takes the log as
+	// it grows, a chunk at a time, and hands each chunk back for reuse
+	// once written (the log of 1,024 ranks would take 24 MB). When a
+	// sender's last transfer is written it fills in their sizes, one row
+	// of sizes at a time: read in the log's order, each size was a cache
+	// miss (and a TLB miss: the sizes of 1,024 ranks span 8 MB).
+	first, next := make([]int, n+1), make([]int, n)
+	for i := 0; i < n; i++ {
+		next[i] = first[i]
+		first[i+1] = first[i] + left[i]
 	}
 	ts := make([]Transfer, in.events)
 	chunks := make(chan []event, in.events/openShopChunk+2)
@@ -258,9 +261,15 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 				i, j := int(e.i), int(e.j)
 				k := next[i]
 				next[i]++
-				ts[k] = Transfer{Src: i, Dst: j, Start: e.start, End: e.end, RecvSeq: recvSeq[j]}
+				ts[k] = Transfer{Src: i, Dst: j, Start: e.start, End: e.end, SendSeq: k - first[i], RecvSeq: recvSeq[j]}
 				recvSeq[j]++
 				mk = max(mk, e.end)
+				if k+1 == first[i+1] {
+					bytes, mine := in.bytes[i], ts[first[i]:k+1]
+					for m := range mine {
+						mine[m].Bytes = bytes[mine[m].Dst]
+					}
+				}
 			}
 			select {
 			case free <- ch[:0]:
@@ -303,16 +312,5 @@ func (in *exchangeInstance) openShopPlan() *Plan {
 	chunks <- log
 	close(chunks)
 	mk := <-written
-	// Sizes and send numbers by sender, one row of sizes at a time: read
-	// in the log's order, each size was a cache miss (and a TLB miss, the
-	// sizes of 1,024 ranks span 8 MB) for the writer.
-	for i, off := 0, 0; i < n; i++ {
-		bytes := in.bytes[i]
-		for k := range total[i] {
-			t := &ts[off+k]
-			t.SendSeq, t.Bytes = k, bytes[t.Dst]
-		}
-		off += total[i]
-	}
 	return &Plan{Kind: KindAlltoall, Algorithm: OpenShop, Ranks: n, Transfers: ts, Predicted: mk, LowerBound: in.lowerBound}
 }
