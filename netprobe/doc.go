@@ -11,19 +11,26 @@
 // time grows with the number of steps, not of pairs:
 //
 //   - latencies: every pair exchanges a few tiny round trips, in the
-//     rounds of a tournament without barriers (and a few small messages
-//     for the send and receive overheads); T is half the shortest round
-//     trip, the same both ways;
+//     rounds of a tournament without barriers (and, in the first three
+//     rounds, a few small messages for the send and receive overheads);
+//     T is half the shortest round trip, the same both ways;
 //   - NICs: steps of concurrent flows in which every rank sends at most
 //     one and receives at most one, and at most one flow leaves or enters
 //     each group of ranks (Config.Cuts: subnets) until a flow crossing
 //     between groups was seen, then no more than such a flow carried, so
 //     that no two flows share a bottleneck. A flow is a few large
-//     transfers (measureFlow: the median of three, sized to take 60 ms).
+//     transfers (measureFlows: the median of three, sized to take 60 ms).
 //     A rank's egress is the fastest flow it sent, its ingress the
 //     fastest it received; the first step sends around a ring in each
 //     group, the next ones pair the ranks whose estimate is not settled
-//     with the fastest partners (see fabricPlan);
+//     with the fastest partners (see fabricPlan). A rank whose egress no
+//     single flow can show (no other rank received faster: the fastest
+//     NICs, or NICs all alike) sends to several receivers at once, a
+//     fan-out, whose aggregate is its egress if the receivers could
+//     take more; a rank whose egress is known fans out to slower
+//     receivers of its group, and each flow clearly slower than the
+//     fan's fastest shows its receiver's ingress. Those steps go on
+//     (up to 12) while more pairs are in doubt than twice the ranks;
 //   - pair rates: min(egress of i, ingress of j), or the pair's own flow
 //     where it was measured clearly slower; a pair is measured itself when
 //     that inference is in doubt (the smaller side of the minimum is not

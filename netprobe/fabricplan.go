@@ -47,15 +47,20 @@ type fabricPlan struct {
 	// entering each group.
 	crossOut, crossIn map[int]float64
 	latency           [][]float64 // from the pings, when known
-	rounds            int
-	doubtSteps        int
-	last              []flowItem
+	// fans are the fan-outs each rank ran (sendFan).
+	fans map[int][]fanRec
+	// inLow is what each rank was seen to receive in a fan-out that its
+	// sender may have limited.
+	inLow      map[int]float64
+	rounds     int
+	doubtSteps int
+	last       []flowItem
 }
 
 func newFabricPlan(n int, groups []int, cfg Config) *fabricPlan {
 	return &fabricPlan{n: n, groups: groups, cfg: cfg, obs: map[Pair]float64{}, times: map[Pair]int{}, meas: map[Pair][]float64{},
 		out: make([]float64, n), in: make([]float64, n), irrOut: make([]bool, n), irrIn: make([]bool, n),
-		crossOut: map[int]float64{}, crossIn: map[int]float64{}}
+		crossOut: map[int]float64{}, crossIn: map[int]float64{}, fans: map[int][]fanRec{}, inLow: map[int]float64{}}
 }
 
 // irregular: a flow slower than both its ends reach with others by this
@@ -90,7 +95,13 @@ func (pl *fabricPlan) newStep() *step {
 // if any, carried that much; before any flow crossed, one flow at a
 // time).
 func (s *step) fits(a, b int) bool {
-	if a == b || s.sends[a] || s.recvs[b] || s.pairs[Pair{b, a}] {
+	return !s.sends[a] && s.fitsRecv(a, b)
+}
+
+// fitsRecv is fits without the rule that a sends one flow (a fan-out
+// adds flows from a sender that has one).
+func (s *step) fitsRecv(a, b int) bool {
+	if a == b || s.recvs[b] || s.pairs[Pair{b, a}] {
 		return false
 	}
 	ga, gb := s.p.groups[a], s.p.groups[b]
@@ -124,11 +135,14 @@ func (s *step) add(a, b int, doubt bool) {
 // NICs showed, when the slower of them is settled; else infinite (it may
 // be faster than it showed).
 func (pl *fabricPlan) expect(a, b int) float64 {
-	out, in := pl.out[a], pl.in[b]
-	if out > 0 && in > 0 && (out <= in && pl.settledOut(a) || in <= out && pl.settledIn(b)) {
-		return min(out, in)
+	e := math.Inf(1)
+	if out := pl.out[a]; out > 0 && pl.settledOut(a) {
+		e = out
 	}
-	return math.Inf(1)
+	if in := pl.in[b]; in > 0 && pl.settledIn(b) {
+		e = min(e, in)
+	}
+	return e
 }
 
 // size is the transfer size that should take flowTime at the rate the
@@ -147,7 +161,8 @@ func (pl *fabricPlan) Next() []flowItem {
 	switch {
 	case pl.rounds == 0:
 		items = pl.ring()
-	case pl.rounds < maxNICRounds:
+	case pl.rounds < minNICRounds,
+		pl.rounds < maxNICRounds && len(pl.inDoubt()) > 2*pl.n:
 		items = pl.settle()
 	}
 	if len(items) > 0 {
@@ -197,11 +212,25 @@ func (pl *fabricPlan) ring() []flowItem {
 // i was slower than its receiver received from someone else, so i
 // limited it.
 func (pl *fabricPlan) settledOut(i int) bool {
+	if pl.fanSettled(i) {
+		return true
+	}
 	if _, ok := pl.topOut(i); !ok {
 		return false
 	}
 	for d, r := range pl.obs {
 		if d.A == i && r > 0 && pl.in[d.B] >= settleTol*r && r*1.05 >= pl.out[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// fanSettled tells whether a fan-out showed rank i's egress: its
+// receivers could take more, and it reached i's best.
+func (pl *fabricPlan) fanSettled(i int) bool {
+	for _, f := range pl.fans[i] {
+		if f.rate > 0 && f.room >= settleTol*f.rate && f.rate*1.05 >= pl.out[i] {
 			return true
 		}
 	}
@@ -231,11 +260,19 @@ func (pl *fabricPlan) settle() []flowItem {
 		if pl.settledOut(a) || s.sends[a] || pl.irrOut[a] {
 			continue
 		}
+		if pl.needsFan(a) && s.addFan(a, byIn) {
+			continue
+		}
 		for _, b := range byIn {
 			if _, seen := pl.obs[Pair{a, b}]; !seen && s.fits(a, b) {
 				s.add(a, b, false)
 				break
 			}
+		}
+	}
+	for _, a := range byOut {
+		if pl.settledOut(a) && !s.sends[a] && !pl.irrOut[a] {
+			s.addIngressFan(a)
 		}
 	}
 	for _, b := range byIn {
@@ -261,6 +298,120 @@ func (pl *fabricPlan) settle() []flowItem {
 	return s.items
 }
 
+// A fan-out settles the egress of a rank that no single flow can: one
+// whose best flow is as fast as any rank was seen to receive (the ranks
+// of the fastest class, or of a class of equal NICs, would never show
+// that their egress is what limited their flows). The rank sends to
+// several receivers of its group at once; if they can take more
+// together (fanRoom times its best) and the aggregate stays at its best,
+// its egress is that; else the aggregate is a new best, and a second fan
+// tries again. The group's receivers share no segment with it, and
+// none receives anything else in the step.
+
+// fanRec is one fan-out: the aggregate rate and what its receivers were
+// known to take together (their count times the slowest's ingress).
+type fanRec struct{ rate, room float64 }
+
+// fanRoom: the receivers of a fan-out take at least this factor of the
+// sender's best together.
+const fanRoom = 1.2
+
+// maxFan bounds the receivers of a fan-out, and maxFans the fan-outs per
+// rank.
+const (
+	maxFan  = 4
+	maxFans = 2
+)
+
+// needsFan tells whether only a fan-out can settle rank a's egress: no
+// other rank received anything faster than settleTol times a's best.
+func (pl *fabricPlan) needsFan(a int) bool {
+	if pl.out[a] <= 0 || len(pl.fans[a]) >= maxFans {
+		return false
+	}
+	for b, r := range pl.in {
+		if b != a && r >= settleTol*pl.out[a] {
+			return false
+		}
+	}
+	return true
+}
+
+// addFan adds a fan-out from a to the fewest free receivers of its group
+// (fastest first) that take fanRoom times a's best together, and tells
+// whether it could.
+func (s *step) addFan(a int, byIn []int) bool {
+	// Receivers of a's group if they can (no segment lies between them),
+	// else, once the first NIC steps are over (a fan across groups takes
+	// a crossing the single flows of those steps could use), the
+	// fastest anywhere.
+	return s.tryFan(a, byIn, true) || s.p.rounds >= minNICRounds && s.tryFan(a, byIn, false)
+}
+
+func (s *step) tryFan(a int, byIn []int, own bool) bool {
+	pl := s.p
+	var rcv []int
+	for _, b := range byIn {
+		if len(rcv) == maxFan {
+			break
+		}
+		if own && pl.groups[b] != pl.groups[a] {
+			continue
+		}
+		if pl.in[b] <= 0 || !s.fitsRecv(a, b) {
+			continue
+		}
+		rcv = append(rcv, b)
+		if float64(len(rcv))*pl.in[b] < fanRoom*pl.out[a] {
+			continue
+		}
+		if len(rcv) < 2 {
+			// One receiver that takes that much is a single flow's job.
+			return false
+		}
+		for _, b := range rcv {
+			s.add(a, b, false)
+			it := &s.items[len(s.items)-1]
+			it.Fan = true
+			it.Bytes = int64(pl.out[a] / float64(len(rcv)) * flowTime.Seconds())
+		}
+		return true
+	}
+	return false
+}
+
+// addIngressFan adds a fan-out from a, whose egress is settled, to the
+// free receivers of its group whose ingress is not, slowest first, as
+// many as a's egress shared among them still shows (settleTol times
+// what each was seen to receive, up to maxFan): a receiver that takes
+// less than its share shows its ingress.
+func (s *step) addIngressFan(a int) {
+	pl := s.p
+	var cand []int
+	for b := range pl.n {
+		if pl.groups[b] == pl.groups[a] && !pl.settledIn(b) && !pl.irrIn[b] && s.fitsRecv(a, b) {
+			cand = append(cand, b)
+		}
+	}
+	sort.SliceStable(cand, func(x, y int) bool { return pl.in[cand[x]] < pl.in[cand[y]] })
+	var rcv []int
+	for _, b := range cand {
+		if len(rcv) == maxFan || float64(len(rcv)+1)*settleTol*pl.in[b] > pl.out[a] {
+			break
+		}
+		rcv = append(rcv, b)
+	}
+	if len(rcv) < 2 {
+		return
+	}
+	for _, b := range rcv {
+		s.add(a, b, false)
+		it := &s.items[len(s.items)-1]
+		it.Fan = true
+		it.Bytes = int64(pl.out[a] / float64(len(rcv)) * flowTime.Seconds())
+	}
+}
+
 // order lists the ranks by decreasing rate, then increasing rank.
 func (pl *fabricPlan) order(rate []float64) []int {
 	o := make([]int, pl.n)
@@ -281,7 +432,7 @@ func (pl *fabricPlan) inDoubt() []Pair {
 	again := map[Pair]bool{}
 	for r := 0; r < pl.n; r++ {
 		// An estimate that rests on one flow is measured again.
-		if d, ok := pl.topOut(r); !ok && d.A >= 0 && pl.times[d] < 3 {
+		if d, ok := pl.topOut(r); !ok && !so[r] && d.A >= 0 && pl.times[d] < 3 {
 			again[d] = true
 		}
 		if d, ok := pl.topIn(r); !ok && d.A >= 0 && pl.times[d] < 3 {
@@ -335,9 +486,57 @@ func (pl *fabricPlan) doubts() []flowItem {
 	return s.items
 }
 
-// Done records the rates of the step Next returned last.
-func (pl *fabricPlan) Done(items []flowItem, rates []float64) {
+// Done records the rates of the step Next returned last: each flow's,
+// and each fan-out's aggregate (by sender).
+//
+// A fan-out gives its sender's egress (fanRec), and more: a flow of it
+// that was clearly slower than its fastest (by settleTol), or every flow
+// of one that did not fill the sender's known egress, was limited by its
+// receiver if no segment lay between them (the two are in one group),
+// so it is the pair's rate alone, a measurement of the pair;
+// the others' rates only show that their receivers take that much.
+func (pl *fabricPlan) Done(items []flowItem, rates []float64, fans map[int]float64) {
+	fan := map[int][]int{}
 	for k, it := range items {
+		if it.Fan {
+			fan[it.A] = append(fan[it.A], k)
+		}
+	}
+	alone := make([]bool, len(items))
+	for a, ks := range fan {
+		f := fanRec{rate: fans[a], room: math.Inf(1)}
+		top, sum := 0.0, 0.0
+		for _, k := range ks {
+			f.room = min(f.room, pl.in[items[k].B])
+			if r := rates[k]; r > 0 && !math.IsInf(r, 0) {
+				top, sum = max(top, r), sum+r
+			}
+		}
+		f.room *= float64(len(ks))
+		switch {
+		case math.IsNaN(f.rate) || f.rate <= 0:
+			f = fanRec{} // tried
+		case math.IsInf(f.rate, 0):
+			f.rate = math.MaxFloat64 / 4
+		}
+		pl.fans[a] = append(pl.fans[a], f)
+		slack := pl.settledOut(a) && sum*settleTol < pl.out[a]
+		for _, k := range ks {
+			r := rates[k]
+			switch {
+			case r <= 0 || math.IsNaN(r) || math.IsInf(r, 0):
+			case pl.groups[a] == pl.groups[items[k].B] && (slack || r*settleTol < top):
+				// Across groups a segment may have slowed it.
+				alone[k] = true
+			default:
+				pl.inLow[items[k].B] = max(pl.inLow[items[k].B], r)
+			}
+		}
+	}
+	for k, it := range items {
+		if it.Fan && !alone[k] {
+			continue
+		}
 		r := rates[k]
 		d := Pair{it.A, it.B}
 		if math.IsNaN(r) || r <= 0 {
@@ -361,6 +560,14 @@ func (pl *fabricPlan) Done(items []flowItem, rates []float64) {
 	for d, r := range pl.obs {
 		pl.out[d.A] = max(pl.out[d.A], r)
 		pl.in[d.B] = max(pl.in[d.B], r)
+	}
+	for a, fs := range pl.fans {
+		for _, f := range fs {
+			pl.out[a] = max(pl.out[a], f.rate)
+		}
+	}
+	for b, r := range pl.inLow {
+		pl.in[b] = max(pl.in[b], r)
 	}
 	// A flow much slower than what both its ends reach with others, three
 	// times: the network is not limited by NICs alone around them.

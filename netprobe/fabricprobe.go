@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +43,11 @@ type FlowRecord struct {
 	// Doubt says the flow was measured because its inferred rate was in
 	// doubt (after the rounds that measure the NICs).
 	Doubt bool `json:"doubt,omitempty"`
+	// Fan says A sent to several receivers at once in this step (a
+	// fan-out, one record per receiver): Rate is what reached B, and
+	// Aggregate what A sent to them all.
+	Fan       bool    `json:"fan,omitempty"`
+	Aggregate float64 `json:"aggregate,omitempty"`
 }
 
 // flowTime is how long the largest transfer of a fabric-probe flow should
@@ -50,10 +57,16 @@ type FlowRecord struct {
 // took 2.7-3.0 s.
 const flowTime = 60 * time.Millisecond
 
-// maxNICRounds bounds the steps that measure the NICs (the first, then
-// those planned from what it found); what is still in doubt after them is
-// measured pair by pair.
-const maxNICRounds = 5
+// The steps that measure the NICs (the first, then those planned from
+// what it found) are at least minNICRounds, and at most maxNICRounds
+// while more pairs are in doubt than twice the ranks (a step of doubts
+// measures at most one flow per rank, and less across groups: on racks
+// of eight the NIC steps at 256 ranks took the steps from 149 to 13).
+// What is still in doubt after them is measured pair by pair.
+const (
+	minNICRounds = 5
+	maxNICRounds = 12
+)
 
 // rankGroups assigns every rank to a group: the hints (Config.Cuts, which
 // comm fills with the ranks of each subnet) where they are disjoint, one
@@ -99,51 +112,79 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 	}
 	base := time.Now()
 	// Latencies: every pair once, in the rounds of a tournament (A, the
-	// lower rank, pings), without barriers (the tiny messages of one round cannot share a bottleneck
-	// to any extent that matters, and each pair waits for its own ends).
-	for ri, round := range Tournament(n) {
-		for _, pr := range round {
-			if pr.A != me && pr.B != me {
-				continue
-			}
-			peer := pr.B
-			if pr.B == me {
-				peer = pr.A
-			}
-			t0 := time.Since(base).Seconds()
-			// A pings B (the latency is the same both ways); B pings A too
-			// in the first rounds only, for its send overhead samples.
-			senders := []int{pr.A}
-			if ri < overheadRounds {
-				senders = append(senders, pr.B)
-			}
-			for _, sender := range senders {
-				if sender == me {
-					rtt, ss, err := ping(ctx, p, peer, cfg, buf)
-					if err != nil {
-						return nil, fmt.Errorf("netprobe: pinging %d->%d: %w", me, peer, err)
-					}
-					r.Latency[peer] = rtt / 2
-					sendS = append(sendS, ss...)
-				} else {
-					rs, err := echo(ctx, p, peer, buf)
-					if err != nil {
-						return nil, fmt.Errorf("netprobe: echoing %d->%d: %w", peer, me, err)
-					}
-					recvS = append(recvS, rs...)
-				}
-			}
-			if pr.A == 0 || pr.B == 0 {
-				off, err := clockOffset(ctx, p, me, peer, cfg)
-				if err != nil {
-					return nil, fmt.Errorf("netprobe: clock offset with %d: %w", peer, err)
-				}
-				if me != 0 {
-					r.Offset = off
-				}
-			}
-			r.Pairs = append(r.Pairs, PairRecord{Rank: me, A: pr.A, B: pr.B, Round: ri, Start: t0, End: time.Since(base).Seconds()})
+	// lower rank, pings), without barriers (the tiny messages of one round
+	// cannot share a bottleneck to any extent that matters, and each pair
+	// waits for its own ends). After the first rounds, whose pings go
+	// both ways for the overhead samples (one at a time, so that no other
+	// ping's CPU time inflates them), pingBatch rounds run at once: a rank
+	// pings or echoes that many peers concurrently.
+	rounds := Tournament(n)
+	var mu sync.Mutex
+	pingPair := func(ri int, pr Pair) error {
+		peer := pr.B
+		if pr.B == me {
+			peer = pr.A
 		}
+		t0 := time.Since(base).Seconds()
+		// A pings B (the latency is the same both ways); B pings A too
+		// in the first rounds only, for its send overhead samples.
+		senders := []int{pr.A}
+		if ri < overheadRounds {
+			senders = append(senders, pr.B)
+		}
+		for _, sender := range senders {
+			if sender == me {
+				rtt, ss, err := ping(ctx, p, peer, buf, ri < overheadRounds)
+				if err != nil {
+					return fmt.Errorf("netprobe: pinging %d->%d: %w", me, peer, err)
+				}
+				mu.Lock()
+				r.Latency[peer] = rtt / 2
+				sendS = append(sendS, ss...)
+				mu.Unlock()
+			} else {
+				rs, err := echo(ctx, p, peer, buf)
+				if err != nil {
+					return fmt.Errorf("netprobe: echoing %d->%d: %w", peer, me, err)
+				}
+				mu.Lock()
+				recvS = append(recvS, rs...)
+				mu.Unlock()
+			}
+		}
+		if pr.A == 0 || pr.B == 0 {
+			off, err := clockOffset(ctx, p, me, peer, cfg)
+			if err != nil {
+				return fmt.Errorf("netprobe: clock offset with %d: %w", peer, err)
+			}
+			if me != 0 {
+				r.Offset = off // one pair per rank has rank 0 in it
+			}
+		}
+		mu.Lock()
+		r.Pairs = append(r.Pairs, PairRecord{Rank: me, A: pr.A, B: pr.B, Round: ri, Start: t0, End: time.Since(base).Seconds()})
+		mu.Unlock()
+		return nil
+	}
+	for lo := 0; lo < len(rounds); {
+		hi := lo + 1
+		if lo >= overheadRounds {
+			hi = min(lo+pingBatch, len(rounds))
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, hi-lo)
+		for ri := lo; ri < hi; ri++ {
+			for _, pr := range rounds[ri] {
+				if pr.A == me || pr.B == me {
+					wg.Go(func() { errs[ri-lo] = pingPair(ri, pr) })
+				}
+			}
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		lo = hi
 	}
 	r.Send = overhead(sendS)
 	r.Recv = overhead(recvS)
@@ -200,13 +241,33 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 // small messages for every rank's send and receive overheads.
 const overheadRounds = 3
 
+// pingBatch is how many rounds of the pings run at once after the first
+// ones. More would cut the steps of pings (at 8, 66 instead of 255 at
+// 256 ranks), but on racks32 here (32 namespaces on two loaded cores)
+// eight at once took the median probed latency from 79-97 us to 400-500
+// us: the CPU, not the network, was what the pings then measured.
+const pingBatch = 1
+
+// pingSteps is how many steps the pings of n ranks take.
+func pingSteps(n int) int {
+	r := len(Tournament(n))
+	if r <= overheadRounds {
+		return r
+	}
+	return overheadRounds + (r-overheadRounds+pingBatch-1)/pingBatch
+}
+
 // ping measures the round trip of tiny messages to peer (which echoes),
-// and sends a few small ones for the send overhead. It returns the
+// and with overheads sends a few small ones for the send overhead (buf
+// is only read: pings to several peers share it). It returns the
 // shortest round trip and the Send calls' times.
-func ping(ctx context.Context, p Port, peer int, cfg Config, buf []byte) (float64, []Sample, error) {
+func ping(ctx context.Context, p Port, peer int, buf []byte, overheads bool) (float64, []Sample, error) {
 	rtt := math.Inf(1)
 	var sends []Sample
-	sizes := []int{1, 1, 1, 1 << 10, 4 << 10}
+	sizes := []int{1, 1, 1}
+	if overheads {
+		sizes = append(sizes, 1<<10, 4<<10)
+	}
 	for _, m := range sizes {
 		t0 := time.Now()
 		if err := p.Send(ctx, peer, tagData, buf[:m]); err != nil {
@@ -233,6 +294,9 @@ type flowItem struct {
 	A, B  int
 	Bytes int64
 	Doubt bool
+	// Fan marks the flows of a fan-out: A sends to every B of the step's
+	// Fan items at once, and their rate is the aggregate.
+	Fan bool `json:",omitempty"`
 	// RTT is the pair's round trip of tiny messages from the pings (a
 	// minimum over several), which the flow's own pings can only lower.
 	RTT float64
@@ -274,22 +338,32 @@ func runFlows(ctx context.Context, p Port, plan *fabricPlan, cfg Config, buf []b
 		if len(items) == 0 {
 			return records, nil
 		}
-		rate := 0.0
+		// This rank's flows (one, or a fan-out's), and the rates it
+		// reports: the aggregate, then each flow's.
+		var peers []int
+		var rtts []float64
+		var largest int64
+		for _, it := range items {
+			if it.A == me {
+				peers, rtts, largest = append(peers, it.B), append(rtts, it.RTT), it.Bytes
+			}
+		}
+		rates := make([]float64, 1+len(peers))
 		var wg sync.WaitGroup
 		var sendErr, recvErr error
+		if len(peers) > 0 {
+			wg.Go(func() {
+				agg, each, err := measureFlows(ctx, p, peers, cfg, buf, largest, rtts)
+				if err != nil {
+					sendErr = fmt.Errorf("netprobe: flow %d->%v: %w", me, peers, err)
+					return
+				}
+				rates[0] = agg
+				copy(rates[1:], each)
+			})
+		}
 		for _, it := range items {
 			switch me {
-			case it.A:
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					f, err := measureFlow(ctx, p, it.B, cfg, buf, it.Bytes, it.RTT)
-					if err != nil {
-						sendErr = fmt.Errorf("netprobe: flow %d->%d: %w", me, it.B, err)
-						return
-					}
-					rate = f
-				}()
 			case it.B:
 				wg.Add(1)
 				go func() {
@@ -307,9 +381,11 @@ func runFlows(ctx context.Context, p Port, plan *fabricPlan, cfg Config, buf []b
 		if recvErr != nil {
 			return nil, recvErr
 		}
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], math.Float64bits(rate))
-		rows, err := p.Gather(ctx, 0, b[:])
+		b := make([]byte, 8*len(rates))
+		for k, r := range rates {
+			binary.LittleEndian.PutUint64(b[8*k:], math.Float64bits(r))
+		}
+		rows, err := p.Gather(ctx, 0, b)
 		if err != nil {
 			return nil, err
 		}
@@ -317,50 +393,96 @@ func runFlows(ctx context.Context, p Port, plan *fabricPlan, cfg Config, buf []b
 			continue
 		}
 		got := make([]float64, len(items))
+		fans := map[int]float64{}
+		next := map[int]int{} // each sender's next rate
 		for k, it := range items {
-			if len(rows[it.A]) != 8 {
-				return nil, fmt.Errorf("%w: rank %d sent a malformed rate", ErrProtocol, it.A)
+			flows := 0
+			for _, o := range items {
+				if o.A == it.A {
+					flows++
+				}
 			}
-			got[k] = math.Float64frombits(binary.LittleEndian.Uint64(rows[it.A]))
-			records = append(records, FlowRecord{Step: step, A: it.A, B: it.B, Rate: got[k], Doubt: it.Doubt})
+			row := rows[it.A]
+			if len(row) != 8*(1+flows) {
+				return nil, fmt.Errorf("%w: rank %d sent %d bytes of rates for %d flows", ErrProtocol, it.A, len(row), flows)
+			}
+			next[it.A]++
+			got[k] = math.Float64frombits(binary.LittleEndian.Uint64(row[8*next[it.A]:]))
+			rec := FlowRecord{Step: step, A: it.A, B: it.B, Rate: got[k], Doubt: it.Doubt, Fan: it.Fan}
+			if it.Fan {
+				fans[it.A] = math.Float64frombits(binary.LittleEndian.Uint64(row))
+				rec.Aggregate = fans[it.A]
+			}
+			records = append(records, rec)
 		}
-		plan.Done(items, got)
+		plan.Done(items, got, fans)
 	}
 }
 
-// measureFlow measures the rate to peer (which echoes) on large
-// transfers (the round trip of tiny messages, the smaller of knownRTT
-// and two of its own, is taken off each: a ping that waited for a busy
-// CPU would flatter the rate): a quarter-size transfer warms the connection up and sizes
-// the transfers to take flowTime at the rate it shows (when largest is
-// off by twice, or unknown), then three transfers of that size; the rate
-// is the size over their median time less the tiny round trip (as
-// measureRate: the median is steadier on a busy machine than the fastest,
-// which a token bucket's burst or a late timer can flatter).
-func measureFlow(ctx context.Context, p Port, peer int, cfg Config, buf []byte, largest int64, knownRTT float64) (float64, error) {
-	rtt := math.Inf(1)
-	if knownRTT > 0 {
-		rtt = knownRTT
+// measureFlows measures the rates to peers (which echo) on large
+// transfers, to all of them at once (a fan-out, or one flow): the round
+// trip of tiny messages (the smaller of the pings' and two of its own)
+// is taken off each transfer, since a ping that waited for a busy CPU
+// would flatter the rate. A quarter-size transfer warms the connections
+// up and sizes the transfers to take flowTime at the rate they show
+// (when largest is off by twice, or unknown), then three transfers of
+// that size to every peer at once. Each peer's rate is the size over its
+// median time (steadier on a busy machine than the fastest, which a
+// token bucket's burst or a late timer can flatter), and the aggregate
+// is every peer's size over the median time until the last ended.
+func measureFlows(ctx context.Context, p Port, peers []int, cfg Config, buf []byte, largest int64, knownRTT []float64) (float64, []float64, error) {
+	k := len(peers)
+	rtt := make([]float64, k)
+	for i := range rtt {
+		rtt[i] = math.Inf(1)
+		if knownRTT[i] > 0 {
+			rtt[i] = knownRTT[i]
+		}
 	}
-	for i := 0; i < 2; i++ {
-		t0 := time.Now()
-		if err := p.Send(ctx, peer, tagData, buf[:1]); err != nil {
-			return 0, err
+	// each runs f for every peer at once.
+	each := func(f func(i int) error) error {
+		if k == 1 {
+			return f(0)
 		}
-		if _, err := p.Recv(ctx, peer, tagAck); err != nil {
-			return 0, err
+		errs := make([]error, k)
+		var wg sync.WaitGroup
+		for i := range peers {
+			wg.Go(func() { errs[i] = f(i) })
 		}
-		rtt = min(rtt, time.Since(t0).Seconds())
+		wg.Wait()
+		return errors.Join(errs...)
 	}
-	send := func(m int64) (float64, error) {
-		t0 := time.Now()
-		if err := p.Send(ctx, peer, tagData, buf[:m]); err != nil {
-			return 0, err
+	if err := each(func(i int) error {
+		for range 2 {
+			t0 := time.Now()
+			if err := p.Send(ctx, peers[i], tagData, buf[:1]); err != nil {
+				return err
+			}
+			if _, err := p.Recv(ctx, peers[i], tagAck); err != nil {
+				return err
+			}
+			rtt[i] = min(rtt[i], time.Since(t0).Seconds())
 		}
-		if _, err := p.Recv(ctx, peer, tagAck); err != nil {
-			return 0, err
-		}
-		return time.Since(t0).Seconds() - rtt, nil
+		return nil
+	}); err != nil {
+		return 0, nil, err
+	}
+	// send sends m bytes to every peer at once and returns each one's
+	// time and the time until the last ended.
+	send := func(m int64) ([]float64, float64, error) {
+		ts := make([]float64, k)
+		err := each(func(i int) error {
+			t0 := time.Now()
+			if err := p.Send(ctx, peers[i], tagData, buf[:m]); err != nil {
+				return err
+			}
+			if _, err := p.Recv(ctx, peers[i], tagAck); err != nil {
+				return err
+			}
+			ts[i] = time.Since(t0).Seconds() - rtt[i]
+			return nil
+		})
+		return ts, slices.Max(ts), err
 	}
 	maxBytes := int64(len(buf))
 	floor := min(cfg.MinLargest, maxBytes)
@@ -380,12 +502,11 @@ func measureFlow(ctx context.Context, p Port, peer int, cfg Config, buf []byte, 
 	// token bucket's burst and the socket buffers, and a size sized from
 	// it alone could take seconds on a slow link (and queue everything
 	// else this rank sends behind it).
-	warm := largest / 4
-	m := warm
+	m := largest / 4
 	for {
-		t, err := send(m)
+		_, t, err := send(m)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if t >= target/2 || m >= maxBytes {
 			largest = min(sizeFor(m, t), 4*m)
@@ -393,20 +514,30 @@ func measureFlow(ctx context.Context, p Port, peer int, cfg Config, buf []byte, 
 		}
 		m = min(4*m, maxBytes)
 	}
-	var times []float64
-	for rep := 0; rep < 3; rep++ {
-		t, err := send(largest)
+	times := make([][]float64, k)
+	var last []float64
+	for range 3 {
+		ts, t, err := send(largest)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		times = append(times, t)
+		for i := range ts {
+			times[i] = append(times[i], ts[i])
+		}
+		last = append(last, t)
 	}
-	if err := p.Send(ctx, peer, tagData, nil); err != nil {
-		return 0, err
+	if err := each(func(i int) error { return p.Send(ctx, peers[i], tagData, nil) }); err != nil {
+		return 0, nil, err
 	}
-	med := collective.Median(times)
-	if med <= 0 {
-		return math.Inf(1), nil
+	rate := func(bytes int64, ts []float64) float64 {
+		if med := collective.Median(ts); med > 0 {
+			return float64(bytes) / med
+		}
+		return math.Inf(1)
 	}
-	return float64(largest) / med, nil
+	rates := make([]float64, k)
+	for i := range rates {
+		rates[i] = rate(largest, times[i])
+	}
+	return rate(int64(k)*largest, last), rates, nil
 }

@@ -12,7 +12,7 @@ import (
 // its rounds of pings, steps of flows and segment tests, and an estimate
 // of its time.
 type Estimate struct {
-	PingRounds int
+	PingRounds int // steps of pings (pingBatch rounds at once)
 	Steps      int // steps of concurrent flows
 	Flows      int
 	Cuts       int // candidate segments tested
@@ -48,7 +48,7 @@ func SimulateProbe(m *collective.Model, cuts [][]int) (Estimate, error) {
 	cfg := Config{Cuts: cuts}.withDefaults()
 	plan := newFabricPlan(n, rankGroups(n, cuts), cfg)
 	plan.latency = m.Latency
-	est := Estimate{PingRounds: len(Tournament(n))}
+	est := Estimate{PingRounds: pingSteps(n)}
 	for {
 		items := plan.Next()
 		if len(items) == 0 {
@@ -66,11 +66,22 @@ func SimulateProbe(m *collective.Model, cuts [][]int) (Estimate, error) {
 			return est, err
 		}
 		rates := make([]float64, len(items))
+		fanBytes, fanTime := map[int]float64{}, map[int]float64{}
 		for k, it := range items {
 			d := times[k].End - times[k].Start - f.StartUp(it.A, it.B)
 			rates[k] = float64(flows[k].Bytes) / max(d, 1e-12)
+			if it.Fan {
+				fanBytes[it.A] += float64(flows[k].Bytes)
+				fanTime[it.A] = max(fanTime[it.A], d)
+			}
 		}
-		plan.Done(items, rates)
+		// A fan-out's aggregate: everything it sent, until its last flow
+		// ended.
+		fans := map[int]float64{}
+		for a, b := range fanBytes {
+			fans[a] = b / max(fanTime[a], 1e-12)
+		}
+		plan.Done(items, rates, fans)
 		est.Steps++
 		est.Flows += len(items)
 	}

@@ -116,6 +116,16 @@ func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
 		return bench.ExitError
 	}
 	fmt.Fprintf(stdout, "# probe of %d ranks: %.3f s (start-up included: %.3f s)\n", c.Size(), res.Seconds, time.Since(start).Seconds())
+	if len(res.Flows) > 0 {
+		steps, fan := 0, 0
+		for _, f := range res.Flows {
+			steps = max(steps, f.Step+1)
+			if f.Fan {
+				fan++
+			}
+		}
+		fmt.Fprintf(stdout, "# fabric probe: %d steps of %d flows (%d of them in fan-outs)\n", steps, len(res.Flows), fan)
+	}
 	PrintModel(stdout, res)
 	if *out != "" {
 		mf := ModelFile{Ranks: c.Size(), Model: res.Model, Offsets: res.Offsets, Seconds: res.Seconds, Reprobes: res.Reprobes, Cuts: res.Cuts}
