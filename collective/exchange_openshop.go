@@ -244,9 +244,10 @@ func (ps *openShopPicker) earliestBusy(row []uint64, i int) int {
 //
 // It is a list of sorted blocks (a one-level B-tree), each holding its
 // times and its ranks in two arrays: the walk reads only the ranks, 16 to
-// a cache line; a move finds the key by binary search over the blocks'
-// last keys and then within the block, and shifts at most 2*orderBlock
-// keys of one block.
+// a cache line. A key leaves from where the walk found it (or a binary
+// search over the blocks' last keys and then within the block does), and
+// comes back by a search from the back, where new times mostly go; either
+// shifts at most 2*orderBlock keys of one block.
 type recvOrder struct {
 	blocks []*orderBlk
 	spare  []*orderBlk // emptied blocks, for reuse by splits
