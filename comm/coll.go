@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/hetcomm/hetcomm/transport"
 )
@@ -456,13 +457,24 @@ func (c *Comm) abort(why string) { c.abortWith(ErrMismatch, why) }
 // ErrConcurrent) on this rank and every other member.
 func (c *Comm) abortWith(cause error, why string) {
 	w := c.w
-	c.breakWith(&RankError{Rank: w.rank, Err: fmt.Errorf("%w: %s", cause, why)})
-	kind := "abort"
 	if cause == ErrConcurrent {
-		kind = "concurrent"
+		// The notice goes to every link before anything of the running
+		// call that follows it (a link delivers in order): a call on
+		// another rank that still waits for one of those messages takes
+		// the notice first and refuses them (concurrentErr). The running
+		// call here refuses what comes once the communicator broke.
+		w.tellWait(c.group, control{Kind: "concurrent", Comm: c.id, Reason: why}, concurrentNoticeWait)
+		c.breakWith(&RankError{Rank: w.rank, Err: fmt.Errorf("%w: %s", cause, why)})
+		return
 	}
-	w.tell(c.group, control{Kind: kind, Comm: c.id, Reason: why})
+	c.breakWith(&RankError{Rank: w.rank, Err: fmt.Errorf("%w: %s", cause, why)})
+	w.tell(c.group, control{Kind: "abort", Comm: c.id, Reason: why})
 }
+
+// concurrentNoticeWait bounds how long a call that found another running
+// waits for its notices to be handed to the links (a link blocked by a
+// stopped peer must not hold it).
+const concurrentNoticeWait = time.Second
 
 // Barrier returns once every rank of the communicator has called it
 // (dissemination algorithm: ceil(log2 P) rounds).

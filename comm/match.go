@@ -6,8 +6,10 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -361,8 +363,41 @@ func (w *world) fireData(peer int, h transport.Header, payload []byte) {
 }
 
 // await waits for ch, failing early if peer (>= 0) fails, if c (non-nil)
-// breaks, if ctx ends or if the world closes.
+// breaks, if ctx ends or if the world closes. While a collective runs on
+// c, a communicator broken by concurrent collectives fails it even when
+// ch is ready (see concurrentErr).
 func (w *world) await(ctx context.Context, ch <-chan struct{}, peer int, c *Comm) error {
+	if h := awaitHook.Load(); h != nil && c != nil {
+		(*h)(c) // tests only
+	}
+	err := w.awaitCh(ctx, ch, peer, c)
+	if err == nil && c != nil {
+		err = c.concurrentErr()
+	}
+	return err
+}
+
+// awaitHook, set by tests only, is called as await begins a wait that
+// watches a communicator.
+var awaitHook atomic.Pointer[func(*Comm)]
+
+// concurrentErr returns the error of a communicator that broke because
+// two collectives ran on it at once (ErrConcurrent), if a collective
+// runs on it now, or nil. The ranks may have paired the two goroutines'
+// calls differently: what the running call has not yet taken may be
+// another call's, and is refused. Point-to-point calls that wait while
+// no collective runs are not concerned.
+func (c *Comm) concurrentErr() error {
+	if c.running.Load() == 0 {
+		return nil
+	}
+	if err := c.brokenErr(); err != nil && errors.Is(err, ErrConcurrent) {
+		return err
+	}
+	return nil
+}
+
+func (w *world) awaitCh(ctx context.Context, ch <-chan struct{}, peer int, c *Comm) error {
 	select {
 	case <-ch:
 		return nil
