@@ -165,3 +165,36 @@ func TestEstimatedFlowPlansComeWhole(t *testing.T) {
 		}
 	}
 }
+
+// Above OnePortSimLimit ranks Auto does not plan the one-port planners
+// when its flow plan ends at the fabric bound (they could not be
+// predicted to end first): it chooses what it would have chosen after
+// planning them, and every one-port planner's estimate is no earlier.
+func TestPlanExchangeOnSkipsOnePortAtBound(t *testing.T) {
+	for _, n := range []int{OnePortSimLimit + 1, 64, 128} {
+		m, x := exNICCase(n, 7)
+		f := FabricFromModel(m)
+		p, err := PlanExchangeOn(m, f, x, Auto, Options{Seed: 1}, FlowOptions{})
+		require.NoError(t, err)
+		require.NoError(t, ValidateExchange(x, p))
+		require.Equal(t, Paced, p.Algorithm, "%d ranks", n)
+		require.InDelta(t, p.LowerBound, p.Predicted, 1e-12*p.LowerBound, "%d ranks: paced ends at the bound", n)
+		for _, a := range autoPreference[KindAlltoall] {
+			if lim, ok := autoLimits[a]; ok && n > lim {
+				continue
+			}
+			q, err := PlanExchangeOn(m, f, x, a, Options{Seed: 1}, FlowOptions{})
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, q.Predicted, p.Predicted, "%d ranks: %s", n, a)
+		}
+		// Without pacing naive ends above the bound: the one-port plans
+		// are planned and can win.
+		np, err := PlanExchangeOn(m, f, x, Auto, Options{Seed: 1}, FlowOptions{NoPacing: true})
+		require.NoError(t, err)
+		require.NoError(t, ValidateExchange(x, np))
+		require.NotEqual(t, Paced, np.Algorithm)
+		naive, err := estimateScore(f, x, Naive) // as Auto estimates it
+		require.NoError(t, err)
+		require.LessOrEqual(t, np.Predicted, naive.Predicted*(1+unpacedMargin), "%d ranks", n)
+	}
+}
