@@ -117,6 +117,9 @@ func (k *coll) err(e error) error { return opErr(opName(k.op), e) }
 
 // send sends one message of the collective to rank dst.
 func (k *coll) send(dst int, data []byte) error {
+	if err := k.c.concurrentErr(); err != nil {
+		return err
+	}
 	p, err := k.c.startSend(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data)
 	if err != nil {
 		return err
@@ -134,6 +137,9 @@ func (k *coll) isend(dst int, data []byte) (func() error, error) {
 // isendSeq is isend with a message sequence number the receiver can ask
 // for (see recvSeq).
 func (k *coll) isendSeq(dst int, data []byte, useq uint64) (func() error, error) {
+	if err := k.c.concurrentErr(); err != nil {
+		return nil, err
+	}
 	p, err := k.c.startSendMode(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data, false, useq)
 	if err != nil {
 		return nil, err
@@ -154,6 +160,9 @@ func (k *coll) isendSeq(dst int, data []byte, useq uint64) (func() error, error)
 // size, with sequence number useq, and returns once the transport has it
 // (no grant to wait for).
 func (k *coll) sendEager(dst int, data []byte, useq uint64) error {
+	if err := k.c.concurrentErr(); err != nil {
+		return err
+	}
 	_, err := k.c.startSendMode(k.ctx, dst, collCtx(k.c.id), k.tag, k.op, data, true, useq)
 	return err
 }
@@ -458,13 +467,13 @@ func (c *Comm) abort(why string) { c.abortWith(ErrMismatch, why) }
 func (c *Comm) abortWith(cause error, why string) {
 	w := c.w
 	if cause == ErrConcurrent {
-		// The notice goes to every link before anything of the running
-		// call that follows it (a link delivers in order): a call on
-		// another rank that still waits for one of those messages takes
-		// the notice first and refuses them (concurrentErr). The running
-		// call here refuses what comes once the communicator broke.
-		w.tellWait(c.group, control{Kind: "concurrent", Comm: c.id, Reason: why}, concurrentNoticeWait)
+		// Break first: from now on the running call here takes nothing
+		// and sends nothing (concurrentErr). Then the second call
+		// returns once the notice is on every link. What the running
+		// call sent before it broke may still reach a peer ahead of
+		// the notice (see ErrConcurrent).
 		c.breakWith(&RankError{Rank: w.rank, Err: fmt.Errorf("%w: %s", cause, why)})
+		w.tellWait(c.group, control{Kind: "concurrent", Comm: c.id, Reason: why}, concurrentNoticeWait)
 		return
 	}
 	c.breakWith(&RankError{Rank: w.rank, Err: fmt.Errorf("%w: %s", cause, why)})
@@ -654,7 +663,11 @@ func (k *coll) exchange(head []byte, tail func(r int) []byte) ([][]byte, error) 
 		if tail != nil {
 			t = tail(r)
 		}
-		if err := c.w.sendParts(k.ctx, c.group[r], h, head, t); err != nil {
+		err := c.concurrentErr()
+		if err == nil {
+			err = c.w.sendParts(k.ctx, c.group[r], h, head, t)
+		}
+		if err != nil {
 			unpost()
 			return nil, err
 		}

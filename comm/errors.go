@@ -63,23 +63,22 @@ var (
 	// call fails at once, and the communicator breaks on every rank (the
 	// running call and every later one fail too), since the ranks may
 	// have paired the two goroutines' calls differently. The rank that
-	// sees the two calls hands its notice to every link before it breaks,
-	// so that the notice arrives ahead of anything its running call sends
-	// later (on QUIC, ahead of what follows it on its stream: rendezvous
-	// payloads have their own); from then on a running call on any rank
-	// takes no message, not even one that had already arrived for it.
-	// Use one goroutine for the collectives of a communicator, and Dup it
-	// for others. Point-to-point calls from several goroutines are
-	// allowed.
+	// sees the two calls breaks its communicator at once and hands its
+	// notice to every link before the second call returns. A running call
+	// on a communicator broken so takes no message, not even one that had
+	// already arrived for it. Use one goroutine for the collectives of a
+	// communicator, and Dup it for others. Point-to-point calls from
+	// several goroutines are allowed.
 	//
 	// What no rank can tell: calls that do not overlap on a rank are not
 	// concurrent there (collectives from several goroutines in turn are
 	// allowed), and the ranks pair calls by their order. Two goroutines
 	// that race for a communicator may each be let in first on different
-	// ranks; a call that has taken every message it needs before any rank
-	// saw two calls at once returns them, whichever goroutine's call sent
-	// them, as it would if the goroutines had called in turn, in different
-	// orders on different ranks. Telling would need a round trip at the
+	// ranks; a call that takes every message it needs before a notice
+	// reaches it returns them, whichever goroutine's call sent them, as
+	// it would if the goroutines had called in turn, in different orders
+	// on different ranks. So does a call that took them all before its
+	// own rank saw the second call. Telling would need a round trip at the
 	// end of every call.
 	ErrConcurrent = errors.New("comm: concurrent collectives on one communicator")
 )
