@@ -43,12 +43,19 @@ func ProbeCommand(args []string, stdout, stderr io.Writer) int {
 	var lc launchFlags
 	lc.register(fs, ": each is probed", "rail policy the top-level costs sum the rails up under (default auto)")
 	out := fs.String("out", "", "write the model JSON here")
+	pairwise := fs.Bool("pairwise", os.Getenv(bootstrap.EnvProbe) == string(netprobe.ModePairwise),
+		"measure every ordered pair in a round-robin tournament instead of the fabric probe (default from "+bootstrap.EnvProbe+"=pairwise)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: hetbench probe [flags]
 
-Starts N ranks, probes every ordered pair of ranks (round-robin tournament,
-a size sweep per direction fitted to T + m/B) and prints the latency and
-bandwidth matrices and each rank's send and receive overheads. -out writes
+Starts N ranks, probes the network between them and prints the latency and
+bandwidth matrices, each rank's send and receive overheads and the shared
+segments found. By default it runs the fabric probe (every pair's latency
+from tiny round trips, each NIC's egress and ingress from steps of
+concurrent flows, pair rates inferred and measured where in doubt, then the
+segments between subnets); -pairwise measures every ordered pair in a
+round-robin tournament (a size sweep per direction fitted to T + m/B).
+The probe always runs (the cache is refreshed, never read). -out writes
 the model, which hetbench plan, hetbench live -model and HETCOMM_MODEL read.
 
 Flags:
@@ -76,7 +83,11 @@ Flags:
 	if !ok {
 		return code
 	}
-	env = append(env, bootstrap.EnvProbe+"=full")
+	mode := netprobe.ModeFull
+	if *pairwise {
+		mode = netprobe.ModePairwise
+	}
+	env = append(env, bootstrap.EnvProbe+"="+string(mode))
 	ctx, stop := interruptContext()
 	defer stop()
 	if err := lc.launch(ctx, env, []string{"probe-rank", "-out", outAbs}, stdout, stderr); err != nil {
