@@ -59,7 +59,7 @@ func (c *Comm) bcast(ctx context.Context, root int, data, buf []byte) ([]byte, e
 	if err := c.checkPeer("Bcast", "root", root, false); err != nil {
 		return nil, err
 	}
-	k, cancel, err := c.begin(ctx, opBcast)
+	k, cancel, err := c.beginRooted(ctx, opBcast, root)
 	if err != nil {
 		return nil, err
 	}

@@ -56,11 +56,19 @@ type coll struct {
 	// sig is what this rank's first piece carries (Bcast's root and
 	// size, a reduction's length), kept to describe a stray message.
 	sig uint64
+	// root is the call's root (-1: not rooted).
+	root int
 }
 
 // begin starts a collective: it checks the communicator and takes the
 // next sequence number, which tags every message of this call.
 func (c *Comm) begin(ctx context.Context, op uint16) (*coll, context.CancelFunc, error) {
+	return c.beginRooted(ctx, op, -1)
+}
+
+// beginRooted is begin for a call with a root (-1: none), which the
+// ranks that wait long compare (stall.go).
+func (c *Comm) beginRooted(ctx context.Context, op uint16, root int) (*coll, context.CancelFunc, error) {
 	if err := c.check(opName(op)); err != nil {
 		return nil, nil, err
 	}
@@ -90,10 +98,11 @@ func (c *Comm) begin(ctx context.Context, op uint16) (*coll, context.CancelFunc,
 	}
 	seq := c.collSeq.Add(1)
 	tag := int32(seq & 0x7fffffff)
+	c.curRoot = root
 	m := c.earlyLocked(tag, op)
 	w.mu.Unlock()
 	ctx, cancel := c.withTimeout(ctx)
-	k := &coll{c: c, ctx: ctx, op: op, tag: tag}
+	k := &coll{c: c, ctx: ctx, op: op, tag: tag, root: root}
 	if m != nil {
 		// Another collective's message came before this call began
 		// (deliver could not tell then).
@@ -103,7 +112,9 @@ func (c *Comm) begin(ctx context.Context, op uint16) (*coll, context.CancelFunc,
 		c.running.Store(0)
 		return nil, nil, opErr(opName(op), &RankError{Rank: m.src, Err: fmt.Errorf("%w: %s", ErrMismatch, why)})
 	}
+	unwatch := k.watch()
 	return k, func() {
+		unwatch()
 		left := k.ctx.Err() != nil
 		c.quiet.Store(false)
 		c.callSig.Store(0)
@@ -231,6 +242,7 @@ func (k *coll) settle(left bool) {
 	}
 	c.lastSig.Store(k.sig)
 	c.lastColl.Store(uint64(uint32(k.tag))<<32 | uint64(k.op))
+	c.lastCall.Store(&callRec{tag: k.tag, op: k.op, root: k.root})
 	if c.brokenErr() != nil {
 		return
 	}
@@ -525,7 +537,7 @@ func (c *Comm) gather(ctx context.Context, root int, data []byte, equal bool) ([
 	if err := c.checkPeer("Gather", "root", root, false); err != nil {
 		return nil, err
 	}
-	k, cancel, err := c.begin(ctx, opGather)
+	k, cancel, err := c.beginRooted(ctx, opGather, root)
 	if err != nil {
 		return nil, err
 	}
@@ -597,7 +609,7 @@ func (c *Comm) scatter(ctx context.Context, root int, parts [][]byte, equal bool
 			}
 		}
 	}
-	k, cancel, err := c.begin(ctx, opScatter)
+	k, cancel, err := c.beginRooted(ctx, opScatter, root)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,10 @@ type Comm struct {
 	callSig   atomic.Uint64 // what every message of the running call carries (coll.expectSig), 0 if nothing
 	lastSig   atomic.Uint64
 	abandoned atomic.Uint32
+	// curRoot is the running call's root (-1: none; w.mu), lastCall the
+	// last call finished (stall.go).
+	curRoot  int
+	lastCall atomic.Pointer[callRec]
 
 	broken    chan struct{}
 	breakOnce sync.Once

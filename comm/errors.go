@@ -46,14 +46,18 @@ var (
 	//     Its communicator breaks as soon as the others' notice arrives,
 	//     and its next collective fails with the mismatch's error (one
 	//     that needs nothing from the others may still succeed first).
-	//   - Ranks that only wait, and send nothing that reaches the others:
-	//     two ranks that both believe they are the root of a Gather or a
-	//     Reduce each wait for the other's data; every rank told a root
-	//     that does not believe it is one waits for a Bcast that no one
-	//     sends. Only Config.OpTimeout (or the context) ends these.
 	//   - Two operators of the caller's (not Sum, Prod, Min or Max), and
 	//     element types of the same size, are not told apart; Scan and
 	//     Exscan do not carry the operator at all.
+	//
+	// Ranks that only wait, and send nothing that reaches the others (two
+	// ranks that both believe they are the root of a Gather or a Reduce;
+	// ranks told a root that does not believe it is one), are found by
+	// asking: a call that has waited 1 s asks the other ranks which call
+	// they are in (again after 2, 4, 8 and 16 s, then every 16 s), and a
+	// rank in that call, or past it, with another collective or another
+	// root breaks the communicator. Such a mismatch fails about 1 s after
+	// the last rank called.
 	ErrMismatch = errors.New("comm: mismatched collective calls")
 	// ErrProtocol reports a message that breaks the protocol (an unknown
 	// rendezvous, a wrong length).

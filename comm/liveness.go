@@ -28,6 +28,11 @@ type control struct {
 	// must carry (transport.Pulses).
 	Port  int    `msgpack:"port,omitempty"`
 	Nonce []byte `msgpack:"nonce,omitempty"`
+	// Tag, Op and Root ("call"): the collective call the sender waits
+	// in, its collective and its root plus one (0: not rooted).
+	Tag  int32  `msgpack:"tag,omitempty"`
+	Op   uint16 `msgpack:"op,omitempty"`
+	Root int    `msgpack:"root,omitempty"`
 }
 
 func (w *world) protocolError(peer int, msg string) {
@@ -78,6 +83,18 @@ func (w *world) onControl(peer int, c control) {
 		}
 	case "pulse":
 		w.setPulsePeer(peer, c)
+	case "call":
+		w.mu.Lock()
+		var target *Comm
+		for x := range w.comms {
+			if x.id == c.Comm {
+				target = x
+			}
+		}
+		w.mu.Unlock()
+		if target != nil {
+			target.checkCall(peer, c)
+		}
 	case "abort", "concurrent":
 		cause := ErrMismatch
 		if c.Kind == "concurrent" {

@@ -169,7 +169,7 @@ func reduceInto[T Number](ctx context.Context, c *Comm, root int, data, acc []T,
 	if op == nil {
 		return nil, &ArgError{Op: opName(code), Arg: "op", Msg: "nil"}
 	}
-	k, cancel, err := c.begin(ctx, code)
+	k, cancel, err := c.beginRooted(ctx, code, root)
 	if err != nil {
 		return nil, err
 	}
