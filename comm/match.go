@@ -397,6 +397,8 @@ func (c *Comm) concurrentErr() error {
 	return nil
 }
 
+// awaitCh is await without the hook and the check for concurrent
+// collectives.
 func (w *world) awaitCh(ctx context.Context, ch <-chan struct{}, peer int, c *Comm) error {
 	select {
 	case <-ch:
