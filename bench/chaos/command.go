@@ -37,20 +37,23 @@ func (s *suite) shortHang() time.Duration { return min(s.hang, 20*time.Second) }
 
 // Row is one line of the table: a scenario on a transport.
 type Row struct {
-	Scenario  string          `json:"scenario"`
-	Transport string          `json:"transport"`
-	Trials    int             `json:"trials"`
-	Expected  int             `json:"expected"`
-	Late      int             `json:"late"`
-	Hangs     int             `json:"hangs"`
-	Wrong     int             `json:"wrong_data"`
-	Blame     int             `json:"wrong_blame"`
-	NoStart   int             `json:"no_start"`
-	Other     int             `json:"other"`
-	Skipped   string          `json:"skipped,omitempty"`
-	TimeName  string          `json:"time_name,omitempty"`
-	Times     []time.Duration `json:"times_ns,omitempty"`
-	Notes     []string        `json:"notes,omitempty"`
+	Scenario  string `json:"scenario"`
+	Transport string `json:"transport"`
+	Trials    int    `json:"trials"`
+	Expected  int    `json:"expected"`
+	Late      int    `json:"late"`
+	Hangs     int    `json:"hangs"`
+	Wrong     int    `json:"wrong_data"`
+	Blame     int    `json:"wrong_blame"`
+	NoStart   int    `json:"no_start"`
+	Other     int    `json:"other"`
+	// NilFirst counts the trials in which a rank's mismatched call
+	// returned nil and its next collective failed with the mismatch.
+	NilFirst int             `json:"nil_first,omitempty"`
+	Skipped  string          `json:"skipped,omitempty"`
+	TimeName string          `json:"time_name,omitempty"`
+	Times    []time.Duration `json:"times_ns,omitempty"`
+	Notes    []string        `json:"notes,omitempty"`
 }
 
 func (r *Row) add(o outcome, trial int) {
@@ -71,6 +74,7 @@ func (r *Row) add(o outcome, trial int) {
 	count(o.blame, &r.Blame)
 	count(o.nostart, &r.NoStart)
 	count(o.other, &r.Other)
+	count(o.nilFirst > 0, &r.NilFirst)
 	if o.hasTime {
 		r.Times = append(r.Times, o.time)
 	}
@@ -329,6 +333,11 @@ func printTable(w io.Writer, rows []*Row, s *suite, seed uint64, load0, load1 st
 			r.Hangs, r.Wrong, r.Blame, r.Other, r.NoStart, tn, fmtDur(r.median()), fmtDur(r.max()))
 	}
 	tw.Flush()
+	for _, r := range rows {
+		if r.NilFirst > 0 {
+			fmt.Fprintf(w, "\n%s on %s: in %d of %d trials a rank's mismatched call returned nil (its part needed nothing back) and its next collective failed with the mismatch, as comm.ErrMismatch documents; counted as expected.\n", r.Scenario, r.Transport, r.NilFirst, r.Trials)
+		}
+	}
 	var notes []string
 	for _, r := range rows {
 		for i, n := range r.Notes {

@@ -24,7 +24,9 @@
 //     ErrConcurrent.
 //   - mismatch/KIND: one random rank calls with another length, another
 //     root or another collective; every rank must fail with
-//     comm.ErrMismatch.
+//     comm.ErrMismatch, from that call or, where its part of the call
+//     needed nothing back and it returned nil (comm.ErrMismatch's
+//     documented exception), from the Barrier it calls next.
 //   - loss: 20% of the packets dropped by nftables in a network namespace
 //     (root); an Alltoallv job completes with correct data or fails on
 //     every rank, and never hangs.

@@ -34,6 +34,9 @@ type event struct {
 	Concurrent bool   `json:"concurrent,omitempty"`
 	Mismatch   bool   `json:"mismatch,omitempty"`
 	Timeout    bool   `json:"timeout,omitempty"`
+	// Next (mismatch): the mismatched call returned nil and the error
+	// came from the rank's next collective.
+	Next bool `json:"next,omitempty"`
 	// concurrent: how many calls returned correct data, wrong data, and
 	// the errors seen (one classified event each).
 	OK     int     `json:"ok,omitempty"`
@@ -221,8 +224,20 @@ func RankCommand(args []string, stdout, stderr io.Writer) int {
 	case "mismatch":
 		start := time.Now()
 		err := mismatch(ctx, work, *kind, *odd)
+		next := false
+		if err == nil {
+			// A rank whose part of the call needs nothing back (a Bcast
+			// root whose data went eagerly, a Gather sender) may return
+			// nil from a mismatched call; its communicator must break,
+			// and its next collective fail with the mismatch (see
+			// comm.ErrMismatch). The others return at once with their
+			// error, so this Barrier ends only by that break.
+			err, next = work.Barrier(ctx), true
+		}
 		if err != nil {
-			rep.emit(classify(event{Ev: "error", N: int(time.Since(start).Microseconds())}, err))
+			ev := classify(event{Ev: "error", N: int(time.Since(start).Microseconds())}, err)
+			ev.Next = next
+			rep.emit(ev)
 			return end(bench.ExitError)
 		}
 		rep.emit(event{Ev: "done", N: int(time.Since(start).Microseconds())})

@@ -21,6 +21,10 @@ type outcome struct {
 	nostart  bool // the job did not form
 	other    bool // any other departure (finished where it should fail, another error)
 	skipped  string
+	// nilFirst (mismatch): ranks whose mismatched call returned nil and
+	// whose next collective failed with the mismatch (comm.ErrMismatch's
+	// documented exception: their part needed nothing back).
+	nilFirst int
 	time     time.Duration
 	hasTime  bool
 	notes    []string
@@ -388,6 +392,9 @@ func (s *suite) mismatchTrial(kind, tr string, r *rand.Rand) outcome {
 		switch {
 		case ev.Ev == "error" && ev.Mismatch:
 			o.time, o.hasTime = max(o.time, time.Duration(ev.N)*time.Microsecond), true
+			if ev.Next {
+				o.nilFirst++
+			}
 		case ev.Ev == "done":
 			o.other = true
 			o.note("rank %d differs; rank %d returned no error", odd, ev.Rank)
