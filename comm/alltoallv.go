@@ -589,8 +589,12 @@ func (c *Comm) naiveExchange(k *coll, send, recv, bufs [][]byte, bytes [][]int64
 		go func(j int) {
 			defer wg.Done()
 			start := time.Now()
-			var err error
+			// The pre-granted and paced sends below go straight to the
+			// link: they stop, as coll's sends do, once two calls were
+			// seen to overlap here (ErrConcurrent).
+			err := c.concurrentErr()
 			switch {
+			case err != nil:
 			case bytes[me][j] <= theirs[j]:
 				w.preGranted.Add(1)
 				err = w.sendMsg(k.ctx, c.group[j], transport.Header{Type: transport.MsgRndvData, Comm: ctxID, Tag: k.tag, Flags: k.op, Seq: preGrantSeq}, send[j])

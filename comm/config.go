@@ -124,6 +124,10 @@ type Config struct {
 	// against each other: with 4 ranks on 2 cores, a 64 KiB Alltoallv
 	// took 1.6x as long. Negative leaves GOMAXPROCS alone.
 	CPUs int
+
+	// noCallNotices turns off the notices of calls that wait long
+	// (stall.go), for tests of what the messages alone reveal.
+	noCallNotices bool
 }
 
 // Defaults of Config.

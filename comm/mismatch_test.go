@@ -247,7 +247,12 @@ const mmTimeout = 30 * time.Second
 func TestMismatchEverywhere(t *testing.T) {
 	for _, n := range []int{4, 8} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
-			worlds := startWorld(t, n, "mem", func(cfg *Config) { cfg.Model, cfg.OpTimeout = mixedModel(n), mmTimeout })
+			// Without the notices of calls that wait long (stall.go),
+			// which would end a case the messages missed about 1 s
+			// late, with ErrMismatch: here the messages must tell.
+			worlds := startWorld(t, n, "mem", func(cfg *Config) {
+				cfg.Model, cfg.OpTimeout, cfg.noCallNotices = mixedModel(n), mmTimeout, true
+			})
 			for _, coll := range mmCollectives() {
 				for _, v := range coll.variants {
 					if v == mmOp && n == 8 {

@@ -36,7 +36,7 @@ type callRec struct {
 // they are in (see stallAfter). It returns a function that stops it.
 func (k *coll) watch() func() {
 	c := k.c
-	if c.Size() < 2 {
+	if c.Size() < 2 || c.w.cfg.noCallNotices {
 		return func() {}
 	}
 	var mu sync.Mutex

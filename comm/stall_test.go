@@ -156,3 +156,24 @@ func dupAll(t *testing.T, worlds []*Comm) []*Comm {
 	})
 	return comms
 }
+
+// Without the call notices the same deadlock ends only at the op
+// timeout: the notices, not some message, found it above.
+func TestStallMismatchNeedsNotices(t *testing.T) {
+	const n = 4
+	worlds := startWorld(t, n, "mem", func(cfg *Config) { cfg.OpTimeout, cfg.noCallNotices = 2*time.Second, true })
+	comms := dupAll(t, worlds)
+	errs := commtest.Errors(comms, func(r int, c *Comm) error {
+		root := 0
+		if r == 0 {
+			root = 2
+		}
+		_, err := c.Bcast(context.Background(), root, []byte("payload"))
+		return err
+	})
+	for r, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("rank %d: %v, want the op timeout", r, err)
+		}
+	}
+}
