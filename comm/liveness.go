@@ -84,15 +84,7 @@ func (w *world) onControl(peer int, c control) {
 	case "pulse":
 		w.setPulsePeer(peer, c)
 	case "call":
-		w.mu.Lock()
-		var target *Comm
-		for x := range w.comms {
-			if x.id == c.Comm {
-				target = x
-			}
-		}
-		w.mu.Unlock()
-		if target != nil {
+		if target := w.commByID(c.Comm); target != nil {
 			target.checkCall(peer, c)
 		}
 	case "abort", "concurrent":
@@ -100,20 +92,24 @@ func (w *world) onControl(peer int, c control) {
 		if c.Kind == "concurrent" {
 			cause = ErrConcurrent
 		}
-		w.mu.Lock()
-		var target *Comm
-		for x := range w.comms {
-			if x.id == c.Comm {
-				target = x
-			}
-		}
-		w.mu.Unlock()
-		if target != nil {
+		if target := w.commByID(c.Comm); target != nil {
 			target.breakWith(&RankError{Rank: peer, Err: fmt.Errorf("%w: %s", cause, c.Reason)})
 		}
 	default:
 		w.log.Warn("comm: unknown control message", "peer", peer, "kind", c.Kind)
 	}
+}
+
+// commByID returns this rank's communicator with that id, or nil.
+func (w *world) commByID(id uint32) *Comm {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for x := range w.comms {
+		if x.id == id {
+			return x
+		}
+	}
+	return nil
 }
 
 // A report of a failure is passed on (markFailed with notify) before
