@@ -97,18 +97,10 @@ func TestCloseUnderLossDeliversEverything(t *testing.T) {
 	// Close's linger is a budget for the retransmissions: on a starved
 	// machine 5 s may not be enough, and this test is about what Close
 	// waits for, not for how long.
-	defer func(d time.Duration) { closeLinger = d }(closeLinger)
+	d := closeLinger
+	t.Cleanup(func() { closeLinger = d }) // after the links' Close
 	closeLinger = 2 * time.Minute
-	ln, err := transport.Listen(transport.KindQUIC, "127.0.0.1:0", testConfig(1))
-	require.NoError(t, err)
-	defer ln.Close()
-	proxy := newLossyProxy(t, ln.Addr().String(), 0.2, 17)
-	a, err := transport.Dial(ctx, transport.KindQUIC, proxy.Addr(), 1, testConfig(0))
-	require.NoError(t, err)
-	defer a.Close()
-	b, err := ln.Accept(ctx)
-	require.NoError(t, err)
-	defer b.Close()
+	a, b := linkPair(ctx, t, func(addr string) string { return newLossyProxy(t, addr, 0.2, 17).Addr() })
 
 	const n = 200
 	bulk := make([]byte, 32<<10)
@@ -159,15 +151,7 @@ func TestCloseUnderLossDeliversEverything(t *testing.T) {
 func TestCloseBarrierAcknowledged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ln, err := transport.Listen(transport.KindQUIC, "127.0.0.1:0", testConfig(1))
-	require.NoError(t, err)
-	defer ln.Close()
-	a, err := transport.Dial(ctx, transport.KindQUIC, ln.Addr().String(), 1, testConfig(0))
-	require.NoError(t, err)
-	defer a.Close()
-	b, err := ln.Accept(ctx)
-	require.NoError(t, err)
-	defer b.Close()
+	a, b := linkPair(ctx, t, nil)
 
 	require.NoError(t, a.Send(ctx, transport.Header{Type: transport.MsgRndvData, Tag: 1}, make([]byte, 1<<20)))
 	require.NoError(t, a.Send(ctx, transport.Header{Type: transport.MsgClose}, nil))

@@ -71,6 +71,27 @@ func TestClassify(t *testing.T) {
 	require.Same(t, other, classify(nil, other, false))
 }
 
+// linkPair listens, dials rank 1 from rank 0 at via(the listener's
+// address) (a proxy's in front of it, or itself when via is nil) and
+// accepts: the two ends of one QUIC link, closed at the test's end.
+func linkPair(ctx context.Context, t *testing.T, via func(addr string) string) (a, b transport.Link) {
+	t.Helper()
+	ln, err := transport.Listen(transport.KindQUIC, "127.0.0.1:0", testConfig(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	addr := ln.Addr().String()
+	if via != nil {
+		addr = via(addr)
+	}
+	a, err = transport.Dial(ctx, transport.KindQUIC, addr, 1, testConfig(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	b, err = ln.Accept(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
 func testConfig(rank int) transport.Config {
 	c := transport.DefaultConfig()
 	c.JobID = 0x5eed
@@ -84,15 +105,7 @@ func testConfig(rank int) transport.Config {
 func TestLink(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ln, err := transport.Listen(transport.KindQUIC, "127.0.0.1:0", testConfig(1))
-	require.NoError(t, err)
-	defer ln.Close()
-	a, err := transport.Dial(ctx, transport.KindQUIC, ln.Addr().String(), 1, testConfig(0))
-	require.NoError(t, err)
-	defer a.Close()
-	b, err := ln.Accept(ctx)
-	require.NoError(t, err)
-	defer b.Close()
+	a, b := linkPair(ctx, t, nil)
 	require.IsType(t, &link{}, a)
 	require.Equal(t, transport.KindQUIC, a.Kind())
 	require.Equal(t, 1, a.Peer())
@@ -111,7 +124,7 @@ func TestLink(t *testing.T) {
 
 	require.NoError(t, a.Close())
 	require.NoError(t, a.Close()) // idempotent
-	_, err = b.Recv(ctx)
+	_, err := b.Recv(ctx)
 	require.ErrorIs(t, err, transport.ErrPeerClosed)
 	require.ErrorIs(t, err, net.ErrClosed)
 	var oe *transport.OpError
