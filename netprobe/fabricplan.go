@@ -369,12 +369,7 @@ func (s *step) tryFan(a int, byIn []int, own bool) bool {
 			// One receiver that takes that much is a single flow's job.
 			return false
 		}
-		for _, b := range rcv {
-			s.add(a, b, false)
-			it := &s.items[len(s.items)-1]
-			it.Fan = true
-			it.Bytes = int64(pl.out[a] / float64(len(rcv)) * flowTime.Seconds())
-		}
+		s.addFanOut(a, rcv)
 		return true
 	}
 	return false
@@ -404,11 +399,18 @@ func (s *step) addIngressFan(a int) {
 	if len(rcv) < 2 {
 		return
 	}
+	s.addFanOut(a, rcv)
+}
+
+// addFanOut adds the flows of a fan-out from a to rcv, each sized to
+// take flowTime at its share of a's best.
+func (s *step) addFanOut(a int, rcv []int) {
+	share := s.p.out[a] / float64(len(rcv))
 	for _, b := range rcv {
 		s.add(a, b, false)
 		it := &s.items[len(s.items)-1]
 		it.Fan = true
-		it.Bytes = int64(pl.out[a] / float64(len(rcv)) * flowTime.Seconds())
+		it.Bytes = int64(share * flowTime.Seconds())
 	}
 }
 

@@ -114,12 +114,11 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 	// Latencies: every pair once, in the rounds of a tournament (A, the
 	// lower rank, pings), without barriers (the tiny messages of one round
 	// cannot share a bottleneck to any extent that matters, and each pair
-	// waits for its own ends). After the first rounds, whose pings go
-	// both ways for the overhead samples (one at a time, so that no other
-	// ping's CPU time inflates them), pingBatch rounds run at once: a rank
-	// pings or echoes that many peers concurrently.
-	rounds := Tournament(n)
-	var mu sync.Mutex
+	// waits for its own ends). A rank takes part in one pair at a time:
+	// pinging several peers at once was tried, and on racks32 here (32
+	// namespaces on two loaded cores) eight at once took the median
+	// probed latency from 79-97 us to 400-500 us, the CPU, not the
+	// network, being what the pings then measured.
 	pingPair := func(ri int, pr Pair) error {
 		peer := pr.B
 		if pr.B == me {
@@ -138,18 +137,14 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 				if err != nil {
 					return fmt.Errorf("netprobe: pinging %d->%d: %w", me, peer, err)
 				}
-				mu.Lock()
 				r.Latency[peer] = rtt / 2
 				sendS = append(sendS, ss...)
-				mu.Unlock()
 			} else {
 				rs, err := echo(ctx, p, peer, buf)
 				if err != nil {
 					return fmt.Errorf("netprobe: echoing %d->%d: %w", peer, me, err)
 				}
-				mu.Lock()
 				recvS = append(recvS, rs...)
-				mu.Unlock()
 			}
 		}
 		if pr.A == 0 || pr.B == 0 {
@@ -161,30 +156,18 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 				r.Offset = off // one pair per rank has rank 0 in it
 			}
 		}
-		mu.Lock()
 		r.Pairs = append(r.Pairs, PairRecord{Rank: me, A: pr.A, B: pr.B, Round: ri, Start: t0, End: time.Since(base).Seconds()})
-		mu.Unlock()
 		return nil
 	}
-	for lo := 0; lo < len(rounds); {
-		hi := lo + 1
-		if lo >= overheadRounds {
-			hi = min(lo+pingBatch, len(rounds))
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, hi-lo)
-		for ri := lo; ri < hi; ri++ {
-			for _, pr := range rounds[ri] {
-				if pr.A == me || pr.B == me {
-					wg.Go(func() { errs[ri-lo] = pingPair(ri, pr) })
-				}
+	for ri, round := range Tournament(n) {
+		for _, pr := range round {
+			if pr.A != me && pr.B != me {
+				continue
+			}
+			if err := pingPair(ri, pr); err != nil {
+				return nil, err
 			}
 		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-		lo = hi
 	}
 	r.Send = overhead(sendS)
 	r.Recv = overhead(recvS)
@@ -240,22 +223,6 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 // overheadRounds is how many rounds of the pings go both ways: enough
 // small messages for every rank's send and receive overheads.
 const overheadRounds = 3
-
-// pingBatch is how many rounds of the pings run at once after the first
-// ones. More would cut the steps of pings (at 8, 66 instead of 255 at
-// 256 ranks), but on racks32 here (32 namespaces on two loaded cores)
-// eight at once took the median probed latency from 79-97 us to 400-500
-// us: the CPU, not the network, was what the pings then measured.
-const pingBatch = 1
-
-// pingSteps is how many steps the pings of n ranks take.
-func pingSteps(n int) int {
-	r := len(Tournament(n))
-	if r <= overheadRounds {
-		return r
-	}
-	return overheadRounds + (r-overheadRounds+pingBatch-1)/pingBatch
-}
 
 // ping measures the round trip of tiny messages to peer (which echoes),
 // and with overheads sends a few small ones for the send overhead (buf
@@ -394,14 +361,13 @@ func runFlows(ctx context.Context, p Port, plan *fabricPlan, cfg Config, buf []b
 		}
 		got := make([]float64, len(items))
 		fans := map[int]float64{}
+		flowsOf := map[int]int{} // each sender's flows in the step
+		for _, it := range items {
+			flowsOf[it.A]++
+		}
 		next := map[int]int{} // each sender's next rate
 		for k, it := range items {
-			flows := 0
-			for _, o := range items {
-				if o.A == it.A {
-					flows++
-				}
-			}
+			flows := flowsOf[it.A]
 			row := rows[it.A]
 			if len(row) != 8*(1+flows) {
 				return nil, fmt.Errorf("%w: rank %d sent %d bytes of rates for %d flows", ErrProtocol, it.A, len(row), flows)

@@ -12,7 +12,7 @@ import (
 // its rounds of pings, steps of flows and segment tests, and an estimate
 // of its time.
 type Estimate struct {
-	PingRounds int // steps of pings (pingBatch rounds at once)
+	PingRounds int
 	Steps      int // steps of concurrent flows
 	Flows      int
 	Cuts       int // candidate segments tested
@@ -48,7 +48,7 @@ func SimulateProbe(m *collective.Model, cuts [][]int) (Estimate, error) {
 	cfg := Config{Cuts: cuts}.withDefaults()
 	plan := newFabricPlan(n, rankGroups(n, cuts), cfg)
 	plan.latency = m.Latency
-	est := Estimate{PingRounds: pingSteps(n)}
+	est := Estimate{PingRounds: len(Tournament(n))}
 	for {
 		items := plan.Next()
 		if len(items) == 0 {

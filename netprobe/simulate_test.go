@@ -52,7 +52,7 @@ func TestSimulateProbe(t *testing.T) {
 		require.NoError(t, err)
 		t.Logf("%d ranks: %+v", n, est)
 		require.LessOrEqual(t, est.Worst, 0.1, "%d ranks: every pair within 10%%", n)
-		require.Equal(t, pingSteps(n), est.PingRounds)
+		require.Equal(t, n-1, est.PingRounds)
 		require.Equal(t, n/8, est.Cuts)
 		require.Positive(t, est.Steps)
 		require.Greater(t, est.Seconds, 0.0)
