@@ -509,3 +509,38 @@ func TestDetectorExitsBlameStaysRight(t *testing.T) {
 		})
 	}
 }
+
+// TestReportOfLeaverWaitsForItsReports: rank 1 is stopped, rank 3
+// notices (say its link to rank 1 was lost), tells the others and exits;
+// rank 2, which saw rank 3's link end, reports that too. Rank 0 is given
+// both reports, in either order, and its link to rank 3 ends while its
+// own link to rank 1 stays up. Rank 0 must blame rank 1: the report
+// about rank 3 waits for what rank 3 reported before its end.
+func TestReportOfLeaverWaitsForItsReports(t *testing.T) {
+	for _, order := range []string{"leaver-first", "third-first"} {
+		t.Run(order, func(t *testing.T) {
+			comms := startWorld(t, 4, "mem", nil)
+			w := comms[0].w
+			// Rank 1 is stopped: it tells nobody anything.
+			w1 := comms[1].w
+			w1.mu.Lock()
+			w1.closing = true
+			w1.mu.Unlock()
+			about1 := control{Kind: "failed", Rank: 1, Reason: linkLost + ": EOF (test)"}
+			about3 := control{Kind: "failed", Rank: 3, Reason: linkLost + ": EOF (test)"}
+			if order == "leaver-first" {
+				w.onControl(3, about1)
+				w.onControl(2, about3)
+			} else {
+				w.onControl(2, about3)
+				w.onControl(3, about1)
+			}
+			kill(comms[3]) // rank 3 exits: rank 0's link to it ends
+			require.Eventually(t, func() bool { return comms[0].brokenErr() != nil }, 5*time.Second, time.Millisecond)
+			var re *RankError
+			err := comms[0].brokenErr()
+			require.True(t, errors.As(err, &re), "%v", err)
+			require.Equal(t, 1, re.Rank, "%v", err)
+		})
+	}
+}

@@ -76,7 +76,7 @@ func (w *world) onControl(peer int, c control) {
 		case c.Rank >= 0 && c.Rank < w.size && c.Rank != w.rank:
 			why := &failure{msg: fmt.Sprintf("reported failed by rank %d: %s", peer, c.Reason)}
 			if strings.HasPrefix(c.Reason, linkLost) {
-				w.reported(c.Rank, why)
+				w.reported(peer, c.Rank, why)
 			} else {
 				w.markFailed(c.Rank, why, true)
 			}
@@ -117,17 +117,26 @@ func (w *world) commByID(id uint32) *Comm {
 // and the ranks that see its links close before the reporter's notice
 // reaches them would blame it. Each rank passes a failure on once.
 
-// reported takes another rank's report that rank x failed because its
-// link to the reporter was lost. x may have died because it noticed
-// another rank's failure: its notice saying so is then on its link to
-// this rank, ahead of the link's end. So while x's link to this rank is
-// up, the report waits (up to reportWait) for it to end; a stopped x's
-// link does not end, and x is failed after the wait. A link that ends
+// reported takes another rank's report (from reporter) that rank x failed
+// because its link to the reporter was lost. x may have died because it
+// noticed another rank's failure: its notice saying so is then on its
+// link to this rank, ahead of the link's end. So while x's link to this
+// rank is up, the report waits (up to reportWait) for it to end; a stopped
+// x's link does not end, and x is failed after the wait. A link that ends
 // meanwhile (linkDown) waits for the pending reports first.
-func (w *world) reported(x int, why error) {
+//
+// Once x's link ended, the report still comes after the reports that x
+// sent before its end and those this rank was given before it (each
+// reporter sends its notices in the order it noticed the failures): x's
+// notice that rank y's link was lost is itself a pending report, waiting
+// for y's link, and if the report about x were recorded first, x would be
+// blamed for y's failure.
+func (w *world) reported(reporter, x int, why error) {
 	done := make(chan struct{})
 	w.mu.Lock()
-	w.reports[done] = true
+	w.reportSeq++
+	seq := w.reportSeq
+	w.reports[done] = report{from: reporter, about: x, seq: seq}
 	w.mu.Unlock()
 	w.wg.Add(1)
 	go func() {
@@ -138,20 +147,59 @@ func (w *world) reported(x int, why error) {
 			w.mu.Unlock()
 			close(done)
 		}()
+		// Phase one: x's link (up to reportWait).
+		start := time.Now()
 		t := time.NewTimer(reportWait)
 		defer t.Stop()
 		select {
 		case <-w.linkEnd[x]:
-		case <-w.failCh[x]:
 		case <-t.C:
+		case <-w.failCh[x]:
+			return
 		case <-w.quit:
+			return
+		}
+		// Phase two: the reports that come first, until twice reportWait
+		// from the start. Each of them is done by then (its phase one
+		// took at most reportWait, and it started no later than this
+		// one, or came from x before x's link ended), unless it waits for
+		// this one in turn (two ranks that reported each other). The
+		// reports about the reporter are not waited for: it was alive when
+		// it sent this report, so their failure came after this one.
+		t.Reset(2*reportWait - time.Since(start))
+		w.mu.Lock()
+		var first []chan struct{}
+		for ch, r := range w.reports {
+			if ch != done && r.about != reporter && (r.seq < seq || r.from == x) {
+				first = append(first, ch)
+			}
+		}
+		w.mu.Unlock()
+	wait:
+		for _, ch := range first {
+			select {
+			case <-ch:
+			case <-t.C:
+				break wait
+			case <-w.failCh[x]:
+				return
+			case <-w.quit:
+				return
+			}
 		}
 		w.markFailed(x, why, true)
 	}()
 }
 
+// A report is a failure another rank reported, not yet recorded here.
+type report struct {
+	from, about int    // the reporter, and the rank it reported failed
+	seq         uint64 // the order in which this rank was given the reports
+}
+
 // reportWait bounds how long a reported failure waits for the failed
-// rank's own link to end (reported).
+// rank's own link to end, and then how long it waits for the reports
+// that come first (reported).
 const reportWait = 200 * time.Millisecond
 
 func (w *world) onClose(peer int) {

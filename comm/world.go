@@ -67,9 +67,10 @@ type world struct {
 	// its failure: the next records after it, so that failures are
 	// recorded in the order they were noticed.
 	failOrder chan struct{}
-	// reports holds a channel for every reported failure not yet
-	// recorded (reported); closed when it is.
-	reports   map[chan struct{}]bool
+	// reports holds every reported failure not yet recorded (reported),
+	// by the channel closed when it is.
+	reports   map[chan struct{}]report
+	reportSeq uint64
 	closeRecv []bool // by peer: it sent MsgClose
 	comms     map[*Comm]struct{}
 	closing   bool
@@ -131,7 +132,7 @@ func newWorld(boot *bootstrap.Bootstrap, cfg Config) *world {
 		failCh:       make([]chan struct{}, n),
 		failing:      make([]bool, n),
 		linkEnd:      make([]chan struct{}, n),
-		reports:      map[chan struct{}]bool{},
+		reports:      map[chan struct{}]report{},
 		closeRecv:    make([]bool, n),
 		comms:        map[*Comm]struct{}{},
 		lastRecv:     make([]atomic.Int64, n),
