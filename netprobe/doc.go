@@ -82,7 +82,11 @@
 // backbone between two clusters: one pair alone never fills it. Last, the
 // fabric probe tests the cut around every group of ranks (Config.Cuts,
 // when there are several: racks behind their uplinks) and keeps every
-// segment found; otherwise, and with the tournament, the probe tests up
+// segment found. From six groups on, a third of them are tested at once,
+// each against its own share of the other groups' ranks (dealt round
+// robin across the groups), so that each uplink under test carries a
+// full load and every other about half of one or less: four rounds at
+// most, however many groups. Otherwise, and with the tournament, the probe tests up
 // to three candidate cuts (Config.Cuts, which comm fills with the ranks
 // of each subnet; the cut [collective.Clusters] finds in the pair rates;
 // the two halves of the ranks) and keeps the first segment found. A test

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -357,4 +358,55 @@ func TestProbeFabricMemNetwork(t *testing.T) {
 		}
 	}
 	requireProbed(t, comms, every, linkBounds(n, rate, func(i, j int) float64 { return delay(i, j).Seconds() }))
+}
+
+// TestProbeManyGroupsMemNetwork: twelve ranks in six groups (hints, as
+// comm makes of subnets) on links that share nothing: the segment probe
+// tests the six groups' cuts two at a time, each against its own four
+// ranks of the other groups, and every rank ends with the same model.
+func TestProbeManyGroupsMemNetwork(t *testing.T) {
+	const n = 12
+	netw := transport.NewMemNetwork(3)
+	require.NoError(t, netw.SetDefaultShape(transport.ShapeConfig{Rate: 20e6, Delay: time.Millisecond}))
+	var groups [][]int
+	for g := 0; g < n/2; g++ {
+		groups = append(groups, []int{2 * g, 2*g + 1})
+	}
+	comms := worldtest.Start(t, n, netw, func(_ int, c *comm.Config) {
+		c.Bootstrap.Job, c.Bootstrap.Timeout = t.Name(), time.Minute
+		c.Probe, c.CacheDir = netprobe.ModeFull, t.TempDir()
+		c.ProbeConfig.Cuts = groups
+		c.ProbeConfig.SegmentTime = 50 * time.Millisecond
+		for r := range n { // one host each: no cut splits a host
+			c.ProbeConfig.Hosts = append(c.ProbeConfig.Hosts, fmt.Sprintf("host%d", r))
+		}
+	})
+	m := comms[0].Model()
+	for r, c := range comms {
+		require.Equal(t, m, c.Model(), "rank %d has another model", r)
+	}
+	res := comms[0].ProbeResult()
+	// Links that share nothing have no segment, but a starved CPU (the
+	// race detector, a busy machine) can make a round look limited: what
+	// is checked is the form of what was found and tested.
+	for _, seg := range m.Segments {
+		require.Contains(t, groups, seg.A)
+		require.Len(t, seg.B, n-2, "a segment's other side is every other rank")
+	}
+	require.Len(t, res.Cuts, len(groups), "every group's cut tested once")
+	for i, cut := range res.Cuts {
+		require.Equal(t, groups[i], cut.A)
+		require.Len(t, cut.B, 4, "group %d: its share of the eight other ranks", i)
+		for _, r := range cut.B {
+			require.NotContains(t, cut.A, r)
+		}
+		require.Positive(t, cut.AB)
+		require.Positive(t, cut.BA)
+		if i%2 == 1 {
+			// Tested in the same round as the cut before it: disjoint.
+			for _, r := range slices.Concat(cut.A, cut.B) {
+				require.NotContains(t, slices.Concat(res.Cuts[i-1].A, res.Cuts[i-1].B), r)
+			}
+		}
+	}
 }

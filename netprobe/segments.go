@@ -85,17 +85,20 @@ func probeSegments(ctx context.Context, p Port, m *collective.Model, cfg Config)
 	if cfg.Method != MethodPairwise {
 		if cuts := groupCuts(p.Size(), cfg.Cuts, cfg.Hosts); len(cuts) > 1 {
 			// Several groups (subnets: racks behind their uplinks): every
-			// group's cut is tested, and every segment found kept.
+			// group's cut is tested, several at once when there are many
+			// (cutBatches), and every segment found kept.
 			var found []collective.Segment
-			for _, a := range cuts {
-				segs, cut, err := probeCut(ctx, p, f, a, cfg)
+			for _, batch := range cutBatches(p.Size(), cuts) {
+				segs, cps, err := probeCuts(ctx, p, f, batch, cfg)
 				if err != nil {
-					return nil, nil, fmt.Errorf("netprobe: segment probe of %v: %w", a, err)
+					return nil, nil, fmt.Errorf("netprobe: segment probe of %v: %w", batch[0].A, err)
 				}
-				probes = append(probes, *cut)
-				for _, s := range segs {
-					s.Name = fmt.Sprintf("cut%d", len(found)+1)
-					found = append(found, s)
+				probes = append(probes, cps...)
+				for _, ss := range segs {
+					for _, s := range ss {
+						s.Name = fmt.Sprintf("cut%d", len(found)+1)
+						found = append(found, s)
+					}
 				}
 			}
 			return found, probes, nil
@@ -249,34 +252,131 @@ func capInferred(res *Result, segs []collective.Segment) {
 	}
 }
 
-// probeCut runs concurrent flows across the cut between side and the
-// other ranks and judges them (see judgeCut). When a segment limits a
-// direction, a second round measures its capacity again with the flows
-// paced to 1.2 times their shares of what the first found: flows offered
-// at twice a segment's rate fill its queue and lose packets, so the first
-// round sees TCP's recovery as much as the segment, which underrates it.
+// A cutPair is a cut under test: flows between the ranks of A and those
+// of B. Rest is the other side of the segment the test looks for: every
+// rank not in A. Tested alone, a cut's B is its rest; tested with others
+// at once (cutBatches), B is a share of the rest.
+type cutPair struct {
+	A, B, Rest []int
+}
+
+// probeCut tests the cut between side and every other rank (probeCuts).
 func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg Config) ([]collective.Segment, *CutProbe, error) {
-	cut := &CutProbe{A: side}
-	for r := 0; r < f.Size(); r++ {
-		if !slices.Contains(side, r) {
-			cut.B = append(cut.B, r)
-		}
-	}
-	x, bound, err := cutExchange(f, cut, cfg)
+	rest := complement(f.Size(), side)
+	segs, cuts, err := probeCuts(ctx, p, f, []cutPair{{A: side, B: rest, Rest: rest}}, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	size := func(from, to int) int64 { return x.Bytes[from][to] }
-	rows, err := cutRound(ctx, p, cut, size, func(from, to int) float64 {
-		return float64(x.Bytes[from][to]) / bound.Bandwidth
+	return segs[0], &cuts[0], nil
+}
+
+// complement lists the ranks below n not in side, in increasing order.
+func complement(n int, side []int) []int {
+	var out []int
+	for r := range n {
+		if !slices.Contains(side, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// probeCuts runs concurrent flows across the cuts of pairs, all at once
+// (their ranks must be disjoint), and judges each (see judgeCut). When a
+// segment limits a direction, the next rounds measure its capacity again
+// with the flows paced to 1.2 times their shares of what the round before
+// found: flows offered at twice a segment's rate fill its queue and lose
+// packets, so the first round sees TCP's recovery as much as the segment,
+// which underrates it. It returns the segments found and the test of each
+// pair.
+func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPair, cfg Config) ([][]collective.Segment, []CutProbe, error) {
+	n := f.Size()
+	type test struct {
+		pair               cutPair
+		cut                *CutProbe
+		x                  *collective.Exchange
+		bound              collective.FabricBound
+		ab, ba             float64 // what the first round's flows carry each way
+		seg                collective.Segment
+		segs               []collective.Segment
+		lowAB, lowBA       float64 // what the directions were seen to carry at least
+		remeasure          bool
+		x2                 *collective.Exchange
+		ab2, ba2, pAB, pBA float64
+	}
+	tests := make([]*test, len(pairs))
+	of := make([]int, n) // the test each rank takes part in (-1: none)
+	for r := range of {
+		of[r] = -1
+	}
+	for i, pr := range pairs {
+		for _, r := range slices.Concat(pr.A, pr.B) {
+			if r < 0 || r >= n || of[r] >= 0 {
+				return nil, nil, fmt.Errorf("netprobe: segment probe: rank %d in two cuts or out of range", r)
+			}
+			of[r] = i
+		}
+		t := &test{pair: pr, cut: &CutProbe{A: pr.A, B: pr.B}}
+		x, b, err := cutExchange(f, t.cut, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		t.x, t.bound = x, b
+		t.ab, t.ba = across(x, pr.A, pr.B), across(x, pr.B, pr.A)
+		tests[i] = t
+	}
+	// size is what the flows of a round carry from one rank to another,
+	// each flow in the exchange of its test.
+	size := func(xs func(t *test) *collective.Exchange) func(from, to int) int64 {
+		return func(from, to int) int64 {
+			if i := of[from]; i >= 0 && of[to] == i {
+				if x := xs(tests[i]); x != nil {
+					return x.Bytes[from][to]
+				}
+			}
+			return 0
+		}
+	}
+	first := size(func(t *test) *collective.Exchange { return t.x })
+	rows, err := cutRound(ctx, p, first, func(from, to int) float64 {
+		return float64(first(from, to)) / tests[of[from]].bound.Bandwidth
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	ab, ba := across(x, cut.A, cut.B), across(x, cut.B, cut.A)
-	segs, cut, err := shareCut(ctx, p, func() ([]byte, error) { return judgeCut(cut, rows, f, ab, ba) })
-	if err != nil || len(segs) == 0 {
-		return segs, cut, err
+	// share runs judge at rank 0 for every test that took part in the
+	// round (all: the first) and broadcasts the verdicts; the others'
+	// stand.
+	share := func(all bool, judge func(t *test) ([]byte, error)) error {
+		verdicts, err := shareCuts(ctx, p, len(tests), func() ([][]byte, error) {
+			out := make([][]byte, len(tests))
+			for i, t := range tests {
+				if !all && t.x2 == nil {
+					b, err := encodeCut(t.segs, t.cut)
+					if err != nil {
+						return nil, err
+					}
+					out[i] = b
+					continue
+				}
+				b, err := judge(t)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = b
+			}
+			return out, nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, v := range verdicts {
+			tests[i].segs, tests[i].cut = v.Segments, v.Cut
+		}
+		return nil
+	}
+	if err := share(true, func(t *test) ([]byte, error) { return judgeCut(t.cut, rows, f, t.ab, t.ba, t.pair.Rest) }); err != nil {
+		return nil, nil, err
 	}
 	// The next rounds scale every flow so that each direction takes
 	// SegmentTime at the capacity found so far and pace it to 1.2 times
@@ -285,56 +385,153 @@ func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg
 	// their pace was not limited at that rate: it is offered 1.2 times
 	// more again (up to what the first round offered), at most
 	// cutRounds times in all.
-	t := cfg.SegmentTime.Seconds()
-	offerAB, offerBA := ab/bound.Bandwidth, ba/bound.Bandwidth
-	seg := segs[0]
-	lowAB, lowBA := 0.0, 0.0 // what the directions were seen to carry at least
-	for round := 0; round < cutRounds; round++ {
-		scaleAB, scaleBA := min(seg.AB/offerAB, 1)*t/bound.Bandwidth, min(seg.BA/offerBA, 1)*t/bound.Bandwidth
-		x2 := &collective.Exchange{Bytes: make([][]int64, f.Size())}
-		for i := range x2.Bytes {
-			x2.Bytes[i] = make([]int64, f.Size())
+	const pace = 1.2
+	secs := cfg.SegmentTime.Seconds()
+	for _, t := range tests {
+		if t.remeasure = len(t.segs) > 0; t.remeasure {
+			t.seg = t.segs[0]
 		}
-		for _, a := range cut.A {
-			for _, b := range cut.B {
-				if x.Bytes[a][b] > 0 {
-					x2.Bytes[a][b] = max(int64(float64(x.Bytes[a][b])*scaleAB), minCutFlow)
-				}
-				if x.Bytes[b][a] > 0 {
-					x2.Bytes[b][a] = max(int64(float64(x.Bytes[b][a])*scaleBA), minCutFlow)
+	}
+	for round := 0; round < cutRounds; round++ {
+		any := false
+		for _, t := range tests {
+			t.x2 = nil
+			if !t.remeasure {
+				continue
+			}
+			any = true
+			offerAB, offerBA := t.ab/t.bound.Bandwidth, t.ba/t.bound.Bandwidth
+			scaleAB := min(t.seg.AB/offerAB, 1) * secs / t.bound.Bandwidth
+			scaleBA := min(t.seg.BA/offerBA, 1) * secs / t.bound.Bandwidth
+			x2 := &collective.Exchange{Bytes: make([][]int64, n)}
+			for i := range x2.Bytes {
+				x2.Bytes[i] = make([]int64, n)
+			}
+			for _, a := range t.pair.A {
+				for _, b := range t.pair.B {
+					if t.x.Bytes[a][b] > 0 {
+						x2.Bytes[a][b] = max(int64(float64(t.x.Bytes[a][b])*scaleAB), minCutFlow)
+					}
+					if t.x.Bytes[b][a] > 0 {
+						x2.Bytes[b][a] = max(int64(float64(t.x.Bytes[b][a])*scaleBA), minCutFlow)
+					}
 				}
 			}
+			t.x2 = x2
+			t.ab2, t.ba2 = across(x2, t.pair.A, t.pair.B), across(x2, t.pair.B, t.pair.A)
+			t.pAB, t.pBA = t.seg.AB, t.seg.BA
 		}
-		const pace = 1.2
-		rows, err = cutRound(ctx, p, cut, func(from, to int) int64 { return x2.Bytes[from][to] }, func(from, to int) float64 {
-			return pace * float64(x2.Bytes[from][to]) / t
+		if !any {
+			break
+		}
+		next := size(func(t *test) *collective.Exchange { return t.x2 })
+		rows, err = cutRound(ctx, p, next, func(from, to int) float64 {
+			return pace * float64(next(from, to)) / secs
 		})
 		if err != nil {
 			return nil, nil, err
 		}
-		ab2, ba2 := across(x2, cut.A, cut.B), across(x2, cut.B, cut.A)
-		prev := seg
-		if segs, cut, err = shareCut(ctx, p, func() ([]byte, error) { return remeasureCut(cut, prev, rows, f, ab2, ba2) }); err != nil {
+		if err := share(false, func(t *test) ([]byte, error) {
+			return remeasureCut(t.cut, t.seg, rows, f, t.ab2, t.ba2, t.pair.Rest)
+		}); err != nil {
 			return nil, nil, err
 		}
 		// A direction whose flows kept their pace (within 10%) carries at
 		// least what they did, and is offered more next; one that fell
 		// behind was measured by this round.
-		seg = segs[0]
-		keptAB := seg.AB >= 0.9*pace*prev.AB
-		keptBA := seg.BA >= 0.9*pace*prev.BA
-		if keptAB {
-			lowAB = max(lowAB, seg.AB)
-		}
-		if keptBA {
-			lowBA = max(lowBA, seg.BA)
-		}
-		seg.AB, seg.BA = max(seg.AB, lowAB), max(seg.BA, lowBA)
-		if !(keptAB && pace*prev.AB < offerAB) && !(keptBA && pace*prev.BA < offerBA) {
-			break
+		for _, t := range tests {
+			if !t.remeasure {
+				continue
+			}
+			offerAB, offerBA := t.ab/t.bound.Bandwidth, t.ba/t.bound.Bandwidth
+			seg := t.segs[0]
+			keptAB := seg.AB >= 0.9*pace*t.pAB
+			keptBA := seg.BA >= 0.9*pace*t.pBA
+			if keptAB {
+				t.lowAB = max(t.lowAB, seg.AB)
+			}
+			if keptBA {
+				t.lowBA = max(t.lowBA, seg.BA)
+			}
+			seg.AB, seg.BA = max(seg.AB, t.lowAB), max(seg.BA, t.lowBA)
+			t.seg, t.segs = seg, []collective.Segment{seg}
+			t.remeasure = keptAB && pace*t.pAB < offerAB || keptBA && pace*t.pBA < offerBA
 		}
 	}
-	return []collective.Segment{seg}, cut, nil
+	segs := make([][]collective.Segment, len(tests))
+	cuts := make([]CutProbe, len(tests))
+	for i, t := range tests {
+		segs[i], cuts[i] = t.segs, *t.cut
+	}
+	return segs, cuts, nil
+}
+
+// cutBatches groups the cuts between each of sides (disjoint groups of
+// ranks) and the other ranks into rounds tested at once: up to a third
+// of the groups a round (one when there are fewer than six), each
+// against its share of the ranks of the other groups, dealt so that each
+// share spans the groups. A group's flows then cross its own uplink at
+// full load, while every other group's uplink carries about half a load
+// or less (a third of the groups send into two thirds, through uplinks
+// that pass at most their capacity): only the uplinks under test can be
+// what limits a round, and the number of rounds does not grow with the
+// number of groups.
+func cutBatches(n int, sides [][]int) [][]cutPair {
+	k := max(1, len(sides)/3)
+	group := make([]int, n)
+	for r := range group {
+		group[r] = -1
+	}
+	for g, side := range sides {
+		for _, r := range side {
+			group[r] = g
+		}
+	}
+	var out [][]cutPair
+	for lo := 0; lo < len(sides); lo += k {
+		batch := sides[lo:min(lo+k, len(sides))]
+		in := map[int]bool{}
+		for _, side := range batch {
+			for _, r := range side {
+				in[r] = true
+			}
+		}
+		// The other ranks, dealt row by row: the first of every group,
+		// then the second of every group, and so on, each row starting
+		// one cut further on, so that each cut's share spans the groups.
+		var rest []int
+		row := make([]int, n)
+		col := map[int]int{}
+		rows := map[int]int{}
+		for r := range n {
+			if in[r] {
+				continue
+			}
+			if _, ok := col[group[r]]; !ok {
+				col[group[r]] = len(col)
+			}
+			row[r] = rows[group[r]]
+			rows[group[r]]++
+			rest = append(rest, r)
+		}
+		pairs := make([]cutPair, len(batch))
+		for i, side := range batch {
+			pairs[i] = cutPair{A: side, Rest: complement(n, side)}
+		}
+		if len(batch) == 1 {
+			pairs[0].B = pairs[0].Rest
+		} else {
+			for _, r := range rest {
+				i := (col[group[r]] + row[r]) % len(batch)
+				pairs[i].B = append(pairs[i].B, r)
+			}
+			for i := range pairs {
+				slices.Sort(pairs[i].B)
+			}
+		}
+		out = append(out, pairs)
+	}
+	return out
 }
 
 // cutRounds bounds the rounds that measure a segment again.
@@ -355,18 +552,23 @@ func across(x *collective.Exchange, from, to []int) float64 {
 // minCutFlow is the smallest flow of the segment probe.
 const minCutFlow = 8 << 10
 
-// cutRound sends size bytes from this rank to every rank across the cut
-// (paced to rate(from, to) when p can pace), receives as much from each,
+// cutRound sends size(me, peer) bytes from this rank to every peer (paced
+// to rate(me, peer) when p can pace), receives size(peer, me) from each,
 // and gathers every rank's time at rank 0 (nil elsewhere).
-func cutRound(ctx context.Context, p Port, cut *CutProbe, size func(from, to int) int64, rate func(from, to int) float64) ([][]byte, error) {
+func cutRound(ctx context.Context, p Port, size func(from, to int) int64, rate func(from, to int) float64) ([][]byte, error) {
 	me := p.Rank()
-	other := cut.B
-	if slices.Contains(cut.B, me) {
-		other = cut.A
+	var other []int
+	for peer := range p.Size() {
+		if peer != me && (size(me, peer) > 0 || size(peer, me) > 0) {
+			other = append(other, peer)
+		}
 	}
 	pp, paced := p.(PacedPort)
 	if paced {
 		for _, peer := range other {
+			if size(me, peer) == 0 {
+				continue
+			}
 			if err := pp.Pace(peer, rate(me, peer)); err != nil {
 				paced = false
 			}
@@ -389,23 +591,37 @@ func cutRound(ctx context.Context, p Port, cut *CutProbe, size func(from, to int
 	return p.Gather(ctx, 0, mine[:])
 }
 
-// shareCut runs judge at rank 0 and broadcasts its verdict.
-func shareCut(ctx context.Context, p Port, judge func() ([]byte, error)) ([]collective.Segment, *CutProbe, error) {
+// shareCuts runs judge at rank 0, which gives one verdict for each of
+// the count tests, and broadcasts them.
+func shareCuts(ctx context.Context, p Port, count int, judge func() ([][]byte, error)) ([]cutVerdict, error) {
 	var out []byte
-	var err error
 	if p.Rank() == 0 {
-		if out, err = judge(); err != nil {
-			return nil, nil, err
+		verdicts, err := judge()
+		if err != nil {
+			return nil, err
+		}
+		raw := make([]json.RawMessage, len(verdicts))
+		for i, v := range verdicts {
+			raw[i] = v
+		}
+		if out, err = json.Marshal(raw); err != nil {
+			return nil, err
 		}
 	}
-	if out, err = p.Bcast(ctx, 0, out); err != nil {
-		return nil, nil, err
+	out, err := p.Bcast(ctx, 0, out)
+	if err != nil {
+		return nil, err
 	}
-	var res cutVerdict
-	if err := json.Unmarshal(out, &res); err != nil || res.Cut == nil {
-		return nil, nil, fmt.Errorf("%w: segment probe result %q", ErrProtocol, out)
+	var res []cutVerdict
+	if err := json.Unmarshal(out, &res); err != nil || len(res) != count {
+		return nil, fmt.Errorf("%w: segment probe result %q", ErrProtocol, out)
 	}
-	return res.Segments, res.Cut, nil
+	for _, v := range res {
+		if v.Cut == nil {
+			return nil, fmt.Errorf("%w: segment probe result %q", ErrProtocol, out)
+		}
+	}
+	return res, nil
 }
 
 // cutExchange sizes the flows across the cut so that they take about
@@ -518,6 +734,9 @@ func runCut(ctx context.Context, p Port, other []int, sendSize, recvSize func(pe
 	if err := <-errs; err != nil {
 		return 0, err
 	}
+	if last.IsZero() {
+		return 0, nil // nothing to receive (a rank in no cut of the round)
+	}
 	return last.Sub(start).Seconds(), nil
 }
 
@@ -573,10 +792,12 @@ func firstStart(f *collective.Fabric, from, to []int) float64 {
 }
 
 // judgeCut decides, at rank 0, from every rank's time, which directions
-// of the cut a segment limits, and encodes the result for the others. A
-// direction not limited by a segment gets the capacity its NICs could
-// feed it: then it never binds.
-func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, acrossAB, acrossBA float64) ([]byte, error) {
+// of the cut a segment limits, and encodes the result for the others. The
+// segment is between cut.A and rest (the ranks not in A; cut.B is the
+// part of them the flows went to). A direction not limited by a segment
+// gets the capacity the NICs of A and rest could feed it: then it never
+// binds.
+func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, acrossAB, acrossBA float64, rest []int) ([]byte, error) {
 	elapsed, paced, err := cutTimes(rows, f.Size())
 	if err != nil {
 		return nil, err
@@ -585,16 +806,16 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, acrossAB, acro
 	cut.AB, cut.BA = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
 	cut.Threshold = segmentThreshold(cut.Paced)
 	found := false
-	capOf := func(t float64, from, to []int, across float64) float64 {
+	capOf := func(t float64, from, to []int, across, feedAll float64) float64 {
 		if start := firstStart(f, from, to); t > cut.Threshold*cut.Bound && t > start {
 			found = true
 			return across / (t - start)
 		}
-		return feed(f, from, to)
+		return feedAll
 	}
-	seg := collective.Segment{Name: "cut", A: cut.A, B: cut.B}
-	seg.AB = capOf(cut.AB, cut.A, cut.B, acrossAB)
-	seg.BA = capOf(cut.BA, cut.B, cut.A, acrossBA)
+	seg := collective.Segment{Name: "cut", A: cut.A, B: rest}
+	seg.AB = capOf(cut.AB, cut.A, cut.B, acrossAB, feed(f, cut.A, rest))
+	seg.BA = capOf(cut.BA, cut.B, cut.A, acrossBA, feed(f, rest, cut.A))
 	var segs []collective.Segment
 	if found {
 		segs = []collective.Segment{seg}
@@ -603,19 +824,20 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, acrossAB, acro
 }
 
 // remeasureCut takes, at rank 0, the capacity of each direction the first
-// round found limited from the second round (size bytes per flow).
-func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *collective.Fabric, acrossAB, acrossBA float64) ([]byte, error) {
+// round found limited from the next round (acrossAB and acrossBA bytes
+// each way); rest is the segment's other side, as for judgeCut.
+func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *collective.Fabric, acrossAB, acrossBA float64, rest []int) ([]byte, error) {
 	elapsed, _, err := cutTimes(rows, f.Size())
 	if err != nil {
 		return nil, err
 	}
 	cut.AB2, cut.BA2 = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
-	if fd := feed(f, cut.A, cut.B); seg.AB < fd {
+	if fd := feed(f, cut.A, rest); seg.AB < fd {
 		if t := cut.AB2 - firstStart(f, cut.A, cut.B); t > 0 {
 			seg.AB = min(acrossAB/t, fd)
 		}
 	}
-	if fd := feed(f, cut.B, cut.A); seg.BA < fd {
+	if fd := feed(f, rest, cut.A); seg.BA < fd {
 		if t := cut.BA2 - firstStart(f, cut.B, cut.A); t > 0 {
 			seg.BA = min(acrossBA/t, fd)
 		}

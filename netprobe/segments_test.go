@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,7 +65,7 @@ func TestJudgeCut(t *testing.T) {
 
 	// a->b (received by 2 and 3) took 0.3 s: a segment of about half the
 	// NICs' rate; b->a ended at the bound.
-	out, err := judgeCut(cut, cutRows([]float64{0.16, 0.155, 0.3, 0.28}, true), f, across, across)
+	out, err := judgeCut(cut, cutRows([]float64{0.16, 0.155, 0.3, 0.28}, true), f, across, across, cut.B)
 	require.NoError(t, err)
 	segs, got := decodeCut(t, out)
 	require.True(t, got.Paced)
@@ -80,16 +81,16 @@ func TestJudgeCut(t *testing.T) {
 	// Unpaced flows get more slack: 1.5x the bound is still the NICs.
 	cut2 := *cut
 	cut2.AB, cut2.BA = 0, 0
-	out, err = judgeCut(&cut2, cutRows([]float64{0.2, 0.2, 0.225, 0.2}, false), f, across, across)
+	out, err = judgeCut(&cut2, cutRows([]float64{0.2, 0.2, 0.225, 0.2}, false), f, across, across, cut.B)
 	require.NoError(t, err)
 	segs, got = decodeCut(t, out)
 	require.False(t, got.Paced)
 	require.Empty(t, segs)
 
 	// A row no rank sends.
-	_, err = judgeCut(cut, [][]byte{{1, 2}, {}, {}, {}}, f, across, across)
+	_, err = judgeCut(cut, [][]byte{{1, 2}, {}, {}, {}}, f, across, across, cut.B)
 	require.ErrorIs(t, err, ErrProtocol)
-	_, err = judgeCut(cut, [][]byte{{1, 2}}, f, across, across)
+	_, err = judgeCut(cut, [][]byte{{1, 2}}, f, across, across, cut.B)
 	require.ErrorIs(t, err, ErrProtocol)
 }
 
@@ -118,4 +119,79 @@ func TestCandidateCuts(t *testing.T) {
 		"{0,1} splits host a; Clusters' {0,2} is the hint's complement")
 	one := []string{"vm", "vm", "vm", "vm", "vm", "vm"}
 	require.Empty(t, candidateCuts(m, [][]int{{0, 1, 2}}, one), "one machine: no cut")
+}
+
+// TestCutBatches: up to five groups are tested one at a time against
+// every other rank; from six, a third of them at once, each against its
+// own share of the other groups' ranks, dealt so that every share spans
+// the other groups; the rounds stay at four however many groups.
+func TestCutBatches(t *testing.T) {
+	racks := func(g, size int) [][]int {
+		sides := make([][]int, g)
+		for i := range sides {
+			for j := range size {
+				sides[i] = append(sides[i], i*size+j)
+			}
+		}
+		return sides
+	}
+	// Four racks of eight: one cut a round, against all other ranks.
+	sides := racks(4, 8)
+	batches := cutBatches(32, sides)
+	require.Len(t, batches, 4)
+	for i, b := range batches {
+		require.Len(t, b, 1)
+		require.Equal(t, sides[i], b[0].A)
+		require.Equal(t, complement(32, sides[i]), b[0].B)
+		require.Equal(t, b[0].B, b[0].Rest)
+	}
+	for _, g := range []int{6, 8, 20, 32, 128} {
+		n := 8 * g
+		sides := racks(g, 8)
+		batches := cutBatches(n, sides)
+		require.LessOrEqual(t, len(batches), 4, "%d racks", g)
+		tested := 0
+		for _, b := range batches {
+			require.LessOrEqual(t, len(b), max(1, g/3))
+			used := map[int]bool{}
+			for _, pr := range b {
+				tested++
+				require.Equal(t, complement(n, pr.A), pr.Rest)
+				rack := pr.A[0] / 8
+				racksOfB := map[int]bool{}
+				for _, r := range slices.Concat(pr.A, pr.B) {
+					require.False(t, used[r], "%d racks: rank %d in two cuts of a round", g, r)
+					used[r] = true
+				}
+				for _, r := range pr.B {
+					require.NotEqual(t, rack, r/8, "a rank of the group on its other side")
+					racksOfB[r/8] = true
+				}
+				// Twice the group's ranks at least, spread over the racks
+				// not tested in this round: no rack holds more than half
+				// of the share, and with few racks the share spans them all.
+				require.GreaterOrEqual(t, len(pr.B), 2*len(pr.A), "%d racks", g)
+				perRack := map[int]int{}
+				for _, r := range pr.B {
+					perRack[r/8]++
+				}
+				for rk, c := range perRack {
+					require.LessOrEqual(t, 2*c, len(pr.B), "%d racks: rack %d holds %d of %d", g, rk, c, len(pr.B))
+				}
+				if len(pr.B) >= 8*(g-len(b))/2 {
+					require.Len(t, racksOfB, g-len(b), "%d racks: the share spans every other rack", g)
+				}
+			}
+		}
+		require.Equal(t, g, tested, "%d racks: every rack's cut tested once", g)
+		for _, b := range batches {
+			dealt := 0
+			for _, pr := range b {
+				dealt += len(pr.B)
+			}
+			if len(b) > 1 {
+				require.Equal(t, n-8*len(b), dealt, "%d racks: every other rank is dealt once", g)
+			}
+		}
+	}
 }

@@ -15,7 +15,7 @@ type Estimate struct {
 	PingRounds int
 	Steps      int // steps of concurrent flows
 	Flows      int
-	Cuts       int // candidate segments tested
+	Cuts       int // rounds of segment tests (each tests one cut or several at once)
 	Seconds    float64
 	// Worst is the largest relative error of an inferred pair rate
 	// against the network's own rate for that pair.
@@ -94,8 +94,8 @@ func SimulateProbe(m *collective.Model, cuts [][]int) (Estimate, error) {
 			}
 		}
 	}
-	if len(cuts) > 1 {
-		est.Cuts = len(cuts)
+	if sides := groupCuts(n, cuts, nil); len(sides) > 1 {
+		est.Cuts = len(cutBatches(n, sides))
 	}
 	est.Seconds = (time.Duration(est.PingRounds)*estPingRound + time.Duration(est.Steps)*estStep + time.Duration(est.Cuts)*estCut).Seconds()
 	return est, nil
