@@ -11,13 +11,14 @@ import (
 // message that no rank will send (rank 0 believes rank 2 is the root of
 // a Bcast, and rank 2 that rank 0 is; two ranks both believe they are the
 // root of a Gather; a Reduce against a Barrier whose messages never meet).
-// So once a call has waited stallAfter, its rank sends each member a
-// "call" notice (the call's number, collective and root), again after
-// twice as long, up to every stallMax. A member that is in that call, or
+// So once a call has waited stallAfter, its rank sends the members it
+// waits for (waitingOn) a "call" notice (the call's number, collective
+// and root), again after twice as long, up to every stallMax. A member that is in that call, or
 // has finished it, with another collective or another root breaks the
 // communicator on every rank with ErrMismatch, naming both ranks and
 // their calls. A correct call that waits long (a root still computing)
-// costs one tiny message to each member at those times, and nothing else.
+// costs one tiny message to each rank it waits for at those times, and
+// nothing else.
 
 const (
 	stallAfter = time.Second
@@ -48,7 +49,7 @@ func (k *coll) watch() func() {
 			if k.ctx.Err() != nil || c.brokenErr() != nil || !c.isRunning(k.tag, k.op) {
 				return
 			}
-			c.w.tell(c.group, control{Kind: "call", Comm: c.id, Tag: k.tag, Op: k.op, Root: k.root + 1})
+			c.w.tell(c.waitingOn(k.tag, k.root), control{Kind: "call", Comm: c.id, Tag: k.tag, Op: k.op, Root: k.root + 1})
 			next := min(2*wait, stallMax)
 			mu.Lock()
 			defer mu.Unlock()
@@ -66,6 +67,55 @@ func (k *coll) watch() func() {
 		stopped = true
 		t.Stop()
 	}
+}
+
+// waitingOn lists the ranks (world ranks) that call tag of this
+// communicator (rooted at root, -1: none) waits for now: the sources of
+// its posted receives and the peers of its rendezvous not yet done. A
+// receive from any source stands for the root (a Bcast's other ranks
+// learn their parent from the message), or, at the root itself and in
+// calls without one, for every member; so does a call that waits for
+// nothing this can see (a send blocked on a full link). Asking only these
+// is enough: a rank that waits long in the same call asks the ranks it
+// waits for in turn, so a chain of waits reaches the rank whose call
+// differs, and a rank whose call ended with another collective or root
+// sent messages that the ranks of this call take for a mismatch. A late
+// root then costs about P notices rather than P squared.
+func (c *Comm) waitingOn(tag int32, root int) []int {
+	w := c.w
+	ctx := collCtx(c.id)
+	seen := map[int]bool{}
+	var to []int
+	add := func(r int) {
+		if !seen[r] {
+			seen[r] = true
+			to = append(to, r)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[ctx]; q != nil {
+		for _, r := range q.posted {
+			switch {
+			case r.tag != tag:
+			case r.src >= 0:
+				add(r.src)
+			case root >= 0 && root != c.rank:
+				add(c.group[root])
+			default:
+				return c.group
+			}
+		}
+	}
+	for key, s := range w.slots {
+		if key.ctx == ctx && key.tag == tag && !s.done {
+			add(key.peer)
+		}
+	}
+	if len(to) == 0 {
+		return c.group
+	}
+	return to
 }
 
 // isRunning tells whether call tag of collective op is the one running.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hetcomm/hetcomm/internal/commtest"
+	"github.com/stretchr/testify/require"
 )
 
 // Mismatches in which every rank waits for a message that no rank sends
@@ -175,5 +176,44 @@ func TestStallMismatchNeedsNotices(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("rank %d: %v, want the op timeout", r, err)
 		}
+	}
+}
+
+// A rank whose call waits asks only the ranks it waits for: in a Bcast
+// whose root is late, every other rank waits for a message from its
+// parent, which the root decides: it asks the root alone, not the eight
+// members.
+func TestStallAsksOnlyAwaited(t *testing.T) {
+	const n = 8
+	worlds := startWorld(t, n, "mem", func(cfg *Config) { cfg.OpTimeout = time.Minute })
+	comms := dupAll(t, worlds)
+	ctx := context.Background()
+	done := make(chan error, n)
+	for r := 1; r < n; r++ {
+		go func() {
+			got, err := comms[r].Bcast(ctx, 0, nil)
+			if err == nil && string(got) != "late root" {
+				err = fmt.Errorf("rank %d got %q", r, got)
+			}
+			done <- err
+		}()
+	}
+	for r := 1; r < n; r++ {
+		c := comms[r]
+		var to []int
+		require.Eventually(t, func() bool {
+			tag := int32(c.collSeq.Load() & 0x7fffffff)
+			if op := c.running.Load(); op == 0 || !c.isRunning(tag, uint16(op)) {
+				return false
+			}
+			to = c.waitingOn(tag, 0)
+			return len(to) < n
+		}, 10*time.Second, time.Millisecond, "rank %d", r)
+		require.Equal(t, []int{c.group[0]}, to, "rank %d", r)
+	}
+	_, err := comms[0].Bcast(ctx, 0, []byte("late root"))
+	require.NoError(t, err)
+	for r := 1; r < n; r++ {
+		require.NoError(t, <-done)
 	}
 }
