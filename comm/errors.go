@@ -53,8 +53,9 @@ var (
 	// Ranks that only wait, and send nothing that reaches the others (two
 	// ranks that both believe they are the root of a Gather or a Reduce;
 	// ranks told a root that does not believe it is one), are found by
-	// asking: a call that has waited 1 s asks the other ranks which call
-	// they are in (again after 2, 4, 8 and 16 s, then every 16 s), and a
+	// asking: a call that has waited 1 s asks the ranks it waits for
+	// which call they are in (again after 2, 4, 8 and 16 s, then every
+	// 16 s; they ask the ranks they wait for in turn), and a
 	// rank in that call, or past it, with another collective or another
 	// root breaks the communicator. Such a mismatch fails about 1 s after
 	// the last rank called.
