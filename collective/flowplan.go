@@ -278,15 +278,20 @@ func onePortDeps(p *Plan, flows []Flow) {
 // message and shares the fabric anew at each: on racks with shared
 // uplinks (`hetbench sim scale`) Auto's replays took 0.4 s at 64 ranks,
 // one replay 1.5 s at 128 ranks and 8 s at 256, next to 20 ms for the
-// open shop's plan itself at 256. Above it the plan keeps its one-port times and
-// its prediction is the later of its one-port completion and the fabric
-// bound (estimateOnePort).
+// open shop's plan itself at 256. Above it the plan's prediction is the
+// later of its one-port completion and the fabric bound, and it keeps its
+// one-port times, stretched to that bound where the bound is later
+// (estimateOnePort).
 const OnePortSimLimit = 32
 
 // estimateOnePort is a one-port plan's prediction on the fabric without
 // the replay: it cannot end before its own one-port schedule (every
 // rank sends and receives one message at a time at the pair's rate) nor
-// before the fabric bound. The transfers keep their one-port times.
+// before the fabric bound. The transfers keep their one-port times, or,
+// when the bound is later (a shared segment slower than the pairs it
+// carries), those times stretched in proportion so that the last ends at
+// the bound: the plan then still ends at Predicted, its messages in
+// their order, as ValidateExchange asks.
 func (f *Fabric) estimateOnePort(p *Plan, x *Exchange) (*Plan, error) {
 	b, err := f.Bound(x)
 	if err != nil {
@@ -294,7 +299,24 @@ func (f *Fabric) estimateOnePort(p *Plan, x *Exchange) (*Plan, error) {
 	}
 	q := *p
 	q.Predicted, q.LowerBound = max(p.Predicted, b.Seconds), b.Seconds
+	if p.Predicted > 0 && q.Predicted > p.Predicted {
+		s := q.Predicted / p.Predicted
+		q.Transfers = slices.Clone(p.Transfers)
+		for k := range q.Transfers {
+			q.Transfers[k].Start *= s
+			q.Transfers[k].End *= s
+		}
+	}
 	return &q, nil
+}
+
+// evalOnePort is a one-port plan p of x as PlanExchangeOn evaluates it
+// on the fabric: replayed up to OnePortSimLimit ranks, estimated above.
+func (f *Fabric) evalOnePort(p *Plan, x *Exchange) (*Plan, error) {
+	if f.Size() > OnePortSimLimit {
+		return f.estimateOnePort(p, x)
+	}
+	return f.SimulateExchange(p)
 }
 
 // FlowSimLimit is the most ranks for which PlanExchangeOn's Auto
@@ -403,9 +425,6 @@ func PlanExchangeOn(m *Model, f *Fabric, x *Exchange, algo Algorithm, opt Option
 		f = FabricFromModel(m)
 	}
 	one := func(a Algorithm) (*Plan, error) {
-		if IsFlowPlan(a) && algo == Auto && f.Size() > FlowSimLimit {
-			return estimateScore(f, x, a)
-		}
 		if IsFlowPlan(a) {
 			return PlanFlows(f, x, a, fo)
 		}
@@ -413,15 +432,12 @@ func PlanExchangeOn(m *Model, f *Fabric, x *Exchange, algo Algorithm, opt Option
 		if err != nil {
 			return nil, err
 		}
-		if f.Size() > OnePortSimLimit {
-			return f.estimateOnePort(p, x)
-		}
-		return f.SimulateExchange(p)
+		return f.evalOnePort(p, x)
 	}
 	if algo != Auto {
 		return one(algo)
 	}
-	best, bestScore, err := bestFlowPlan(one, fo.NoPacing)
+	best, bestScore, err := autoFlows(f, x, fo)
 	if err != nil {
 		return nil, err
 	}
@@ -483,16 +499,23 @@ func bestFlowPlan(plan func(Algorithm) (*Plan, error), noPacing bool) (*Plan, fl
 // Allgather). Above FlowSimLimit ranks the plans are estimated, not
 // simulated.
 func PlanFlowsAuto(f *Fabric, x *Exchange, fo FlowOptions) (*Plan, error) {
-	p, _, err := bestFlowPlan(func(a Algorithm) (*Plan, error) {
+	p, _, err := autoFlows(f, x, fo)
+	if err != nil {
+		return nil, err
+	}
+	return fillEstimate(p, f, x, fo)
+}
+
+// autoFlows is Auto's choice between naive and paced (bestFlowPlan),
+// simulated up to FlowSimLimit ranks and estimated above (estimateScore:
+// fillEstimate then makes the plan chosen).
+func autoFlows(f *Fabric, x *Exchange, fo FlowOptions) (*Plan, float64, error) {
+	return bestFlowPlan(func(a Algorithm) (*Plan, error) {
 		if f.Size() > FlowSimLimit {
 			return estimateScore(f, x, a)
 		}
 		return PlanFlows(f, x, a, fo)
 	}, fo.NoPacing)
-	if err != nil {
-		return nil, err
-	}
-	return fillEstimate(p, f, x, fo)
 }
 
 // pacedMinSpan is the shortest predicted exchange Auto paces (see

@@ -10,11 +10,22 @@ import (
 )
 
 // Above OnePortSimLimit ranks a one-port plan is not replayed on the
-// fabric: it keeps its one-port times, and its prediction is the later of
-// its one-port completion and the fabric bound. At the limit it is still
-// replayed, and the replay never ends before that estimate.
+// fabric: its prediction is the later of its one-port completion and the
+// fabric bound, and it keeps its one-port times, stretched to the bound
+// when the uplink makes that later (and the plan still validates). At the
+// limit it is still replayed, and the replay never ends before that
+// estimate.
 func TestPlanExchangeOnOnePortEstimate(t *testing.T) {
-	for _, n := range []int{OnePortSimLimit, OnePortSimLimit + 1} {
+	for _, tc := range []struct {
+		n      int
+		uplink float64 // the uplink's share of its side's NICs
+	}{
+		{OnePortSimLimit, 1.0 / 4},
+		{OnePortSimLimit + 1, 1.0 / 4},
+		{OnePortSimLimit, 1.0 / 400},
+		{OnePortSimLimit + 1, 1.0 / 400},
+	} {
+		n := tc.n
 		rng := rand.New(rand.NewPCG(3, uint64(n)))
 		nic := make([]float64, n)
 		for r := range nic {
@@ -31,7 +42,7 @@ func TestPlanExchangeOnOnePortEstimate(t *testing.T) {
 				}
 			}
 		}
-		// Half the ranks behind an uplink of a quarter of their NICs.
+		// Half the ranks behind an uplink of a share of their NICs.
 		var a, b []int
 		up := 0.0
 		for r := range n {
@@ -41,7 +52,7 @@ func TestPlanExchangeOnOnePortEstimate(t *testing.T) {
 				b = append(b, r)
 			}
 		}
-		m.Segments = []Segment{{Name: "uplink", A: a, B: b, AB: up / 4, BA: up / 4}}
+		m.Segments = []Segment{{Name: "uplink", A: a, B: b, AB: up * tc.uplink, BA: up * tc.uplink}}
 		f := FabricFromModel(m)
 		bound, err := f.Bound(x)
 		require.NoError(t, err)
@@ -52,10 +63,19 @@ func TestPlanExchangeOnOnePortEstimate(t *testing.T) {
 		require.NoError(t, ValidateExchange(x, p))
 		require.Equal(t, bound.Seconds, p.LowerBound)
 		estimate := max(onePort.Predicted, bound.Seconds)
-		if n > OnePortSimLimit {
+		switch {
+		case n > OnePortSimLimit && bound.Seconds <= onePort.Predicted:
 			require.Equal(t, estimate, p.Predicted, "%d ranks: estimated", n)
 			require.Equal(t, onePort.Transfers, p.Transfers, "the one-port times are kept")
-		} else {
+		case n > OnePortSimLimit:
+			require.Equal(t, estimate, p.Predicted, "%d ranks: estimated", n)
+			s := bound.Seconds / onePort.Predicted
+			for k, tr := range p.Transfers {
+				want := onePort.Transfers[k]
+				want.Start, want.End = want.Start*s, want.End*s
+				require.Equal(t, want, tr, "the one-port times, stretched to the bound")
+			}
+		default:
 			require.GreaterOrEqual(t, p.Predicted, estimate*(1-1e-9), "%d ranks: the replay", n)
 			require.NotEqual(t, onePort.Transfers, p.Transfers, "replayed on the fabric")
 		}
