@@ -3,6 +3,7 @@ package collective
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Fabric is the second model of the network, for switched networks (the
@@ -56,6 +57,25 @@ func (f *Fabric) StartUp(i, j int) float64 {
 		return 0
 	}
 	return f.Latency[i][j]
+}
+
+// clone returns a deep copy of f (nil for nil).
+func (f *Fabric) clone() *Fabric {
+	if f == nil {
+		return nil
+	}
+	return &Fabric{Egress: cloneMatrix(f.Egress), Ingress: cloneMatrix(f.Ingress), Latency: cloneMatrix(f.Latency),
+		Segments: cloneSegments(f.Segments)}
+}
+
+// cloneSegments returns a deep copy of ss (nil for none).
+func cloneSegments(ss []Segment) []Segment {
+	var c []Segment
+	for _, s := range ss {
+		s.A, s.B = slices.Clone(s.A), slices.Clone(s.B)
+		c = append(c, s)
+	}
+	return c
 }
 
 func sum(xs []float64) float64 {
@@ -153,11 +173,7 @@ func (f *Fabric) segmentSides() [][]byte {
 // cannot show one).
 func FabricFromModel(m *Model) *Fabric {
 	n := m.Size()
-	f := &Fabric{Egress: make([][]float64, n), Ingress: make([][]float64, n), Latency: m.Latency}
-	for _, seg := range m.Segments {
-		seg.A, seg.B = append([]int(nil), seg.A...), append([]int(nil), seg.B...)
-		f.Segments = append(f.Segments, seg)
-	}
+	f := &Fabric{Egress: make([][]float64, n), Ingress: make([][]float64, n), Latency: m.Latency, Segments: cloneSegments(m.Segments)}
 	rails := []*Model{m}
 	if len(m.Rails) > 0 {
 		rails = rails[:0]

@@ -250,10 +250,7 @@ func (m *Model) Clone() *Model {
 	for _, r := range m.Rails {
 		c.Rails = append(c.Rails, Rail{Name: r.Name, Latency: cloneMatrix(r.Latency), Bandwidth: cloneMatrix(r.Bandwidth)})
 	}
-	for _, s := range m.Segments {
-		s.A, s.B = slices.Clone(s.A), slices.Clone(s.B)
-		c.Segments = append(c.Segments, s)
-	}
+	c.Segments = cloneSegments(m.Segments)
 	return c
 }
 
