@@ -56,6 +56,16 @@ func sharedPlan[V any](c *Comm, kind, key string, build func() (V, error)) (V, e
 		return v.(V), nil
 	}
 	got, err, _ := sharedPlans.group.Do(k, func() (any, error) {
+		// A rank that missed the map while another built the plan
+		// comes here once that build is over: it takes that plan rather
+		// than build again, since a build may depend on what was built
+		// before (Alltoallv's planner would count it as a cache hit).
+		sharedPlans.Lock()
+		done, ok := sharedPlans.m[k]
+		sharedPlans.Unlock()
+		if ok {
+			return done, nil
+		}
 		v, err := build()
 		if err != nil {
 			return nil, err
