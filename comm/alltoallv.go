@@ -148,6 +148,7 @@ func (c *Comm) ownSizeRow(k *coll, send [][]byte, o AlltoallvOptions, algo colle
 	}
 	row.algo = hashString(string(algo))
 	row.model = c.w.modelDigest()
+	row.plans = c.plansDigest(algo)
 	if c.id == worldCommID {
 		for src, rate := range c.w.driftProposals() {
 			row.drift[src] = rate
@@ -178,6 +179,9 @@ type heads struct {
 	bytes   [][]int64               // the size matrix of the large messages that remain
 	grants  []int64                 // the buffer each rank granted this one in advance
 	drifted map[int]map[int]float64 // receiver -> source -> observed rate
+	// plansDiffer: some rank's plans digest is not this rank's (its
+	// planner planned other calls: see a2aplan.go).
+	plansDiffer bool
 }
 
 // headRound sends this rank's head, with its inline messages riding
@@ -221,6 +225,9 @@ func (c *Comm) readHead(i int, b []byte, headLen int, mine *sizeRow, o Alltoallv
 	}
 	if v.model != mine.model {
 		return &RankError{Rank: c.group[i], Err: fmt.Errorf("%w: rank %d plans with another cost model than this rank", ErrMismatch, i)}
+	}
+	if v.plans != mine.plans {
+		h.plansDiffer = true
 	}
 	if c.id == worldCommID {
 		for src, rate := range v.drift {
@@ -277,7 +284,7 @@ func (c *Comm) exchangeLarge(k *coll, algo collective.Algorithm, send, bufs [][]
 	var plan *collective.Plan
 	if algo != Naive {
 		var err error
-		if plan, err = c.planFor(h.bytes, algo); err != nil {
+		if plan, err = c.planFor(k.tag, h.bytes, algo, !h.plansDiffer); err != nil {
 			return nil, err
 		}
 		tl.plan, tl.algorithm = plan, plan.Algorithm
@@ -352,46 +359,6 @@ func (c *Comm) model() *collective.Model {
 		return collective.NewUniformModel(c.Size(), 50e-6, 1e9)
 	}
 	return m.Sub(c.group)
-}
-
-// planFor plans a size matrix, reusing the last plan when the sizes and
-// the algorithm repeat (iterative programs exchange the same sizes).
-func (c *Comm) planFor(bytes [][]int64, algo collective.Algorithm) (*collective.Plan, error) {
-	key := c.planCacheKey(bytes, algo)
-	c.planMu.Lock()
-	defer c.planMu.Unlock()
-	if c.plan != nil && c.planKey == key {
-		return c.plan, nil
-	}
-	// The plans are made with the pairwise model and evaluated on the
-	// fabric it implies, so that Auto also weighs posting everything at
-	// once: on a network whose ranks are limited by their interfaces
-	// rather than one-port, that runs near the interface bound, which
-	// one-port schedules cannot reach when fast ranks talk to slow ones.
-	// The choice depends only on the sizes and the model, so every rank
-	// makes the same one. Paced plans need links that can pace.
-	p, err := sharedPlan(c, "alltoallv", key, func() (*collective.Plan, error) {
-		return collective.PlanExchangeOn(c.model(), nil, &collective.Exchange{Bytes: bytes}, algo,
-			collective.Options{Seed: 1}, collective.FlowOptions{NoPacing: !c.canPace()})
-	})
-	if err != nil {
-		return nil, err
-	}
-	if p.Ranks != len(bytes) {
-		return nil, fmt.Errorf("%w: planner returned a plan for %d ranks, not %d", ErrProtocol, p.Ranks, len(bytes))
-	}
-	c.plan, c.planKey = p, key
-	return p, nil
-}
-
-func (c *Comm) planCacheKey(bytes [][]int64, algo collective.Algorithm) string {
-	b := make([]byte, 0, 8*len(bytes)*len(bytes)+len(algo)+8)
-	b = append(b, algo...)
-	b = append(b, putInt64s([]int64{int64(c.w.modelGen.Load())})...)
-	for _, row := range bytes {
-		b = append(b, putInt64s(row)...)
-	}
-	return string(b)
 }
 
 func (c *Comm) eager(n int64) bool {

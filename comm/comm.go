@@ -52,8 +52,7 @@ type Comm struct {
 	closed    atomic.Bool
 
 	planMu     sync.Mutex
-	planKey    string
-	plan       *collective.Plan
+	a2a        map[collective.Algorithm]*a2aPlans // Alltoallv's planners (a2aplan.go)
 	timeline   *Timeline
 	mcTimeline *multicastTimeline
 	backbone   map[string]int // ProbeBackbone results by group pair

@@ -30,18 +30,23 @@ type sizeRow struct {
 	// grants[j] is the capacity of the receive buffer this rank granted
 	// rank j in advance; 0 for none.
 	grants []int64
+	// plans is the digest of the calls this rank's planner for the
+	// algorithm has planned on this communicator (a2aplan.go), 0 if
+	// none: ranks whose digests differ have planners that would make
+	// different plans, and all start again from an empty one.
+	plans uint64
 }
 
 func newSizeRow(n int) *sizeRow {
 	return &sizeRow{sizes: make([]int64, n), inline: make([]bool, n), drift: make([]float64, n), grants: make([]int64, n)}
 }
 
-// sizeRowLen is the encoded length of a row for n ranks: 4n+2 words.
-func sizeRowLen(n int) int { return 8 * (4*n + 2) }
+// sizeRowLen is the encoded length of a row for n ranks: 4n+3 words.
+func sizeRowLen(n int) int { return 8 * (4*n + 3) }
 
-// encode writes the row as 4n+2 little-endian 64-bit words: the sizes (n),
+// encode writes the row as 4n+3 little-endian 64-bit words: the sizes (n),
 // the inline flags (n, 0 or 1), the algorithm hash, the model digest, the
-// drifted rates (n, float64 bits) and the grants (n).
+// drifted rates (n, float64 bits), the grants (n) and the plans digest.
 func (r *sizeRow) encode() []byte {
 	n := len(r.sizes)
 	b := make([]byte, sizeRowLen(n))
@@ -56,6 +61,7 @@ func (r *sizeRow) encode() []byte {
 	}
 	word(2*n, uint64(r.algo))
 	word(2*n+1, r.model)
+	word(4*n+2, r.plans)
 	return b
 }
 
@@ -98,5 +104,6 @@ func decodeSizeRow(b []byte, n int) (*sizeRow, error) {
 	if r.model = word(2*n + 1); r.model>>63 != 0 {
 		return nil, fmt.Errorf("%w: size row: model digest %#x beyond 63 bits", ErrProtocol, r.model)
 	}
+	r.plans = word(4*n + 2)
 	return r, nil
 }

@@ -17,6 +17,7 @@ func testSizeRow() *sizeRow {
 	r.model = 1<<62 + 5
 	r.drift = []float64{0, 12.5e6, 0}
 	r.grants = []int64{0, 2 << 20, 0}
+	r.plans = 1<<64 - 3
 	return r
 }
 
@@ -25,7 +26,7 @@ func TestSizeRowLayout(t *testing.T) {
 	r := testSizeRow()
 	b := r.encode()
 	require.Len(t, b, sizeRowLen(3))
-	require.Equal(t, 8*14, len(b), "4n+2 words")
+	require.Equal(t, 8*15, len(b), "4n+3 words")
 	word := func(i int) uint64 { return binary.LittleEndian.Uint64(b[8*i:]) }
 	require.Equal(t, []uint64{0, 1 << 20, 70}, []uint64{word(0), word(1), word(2)}, "sizes")
 	require.Equal(t, []uint64{0, 0, 1}, []uint64{word(3), word(4), word(5)}, "inline flags")
@@ -33,6 +34,7 @@ func TestSizeRowLayout(t *testing.T) {
 	require.Equal(t, uint64(1<<62+5), word(7), "model digest")
 	require.Equal(t, math.Float64bits(12.5e6), word(9), "drift from rank 1")
 	require.Equal(t, uint64(2<<20), word(12), "grant to rank 1")
+	require.Equal(t, uint64(1<<64-3), word(14), "plans digest")
 
 	got, err := decodeSizeRow(b, 3)
 	require.NoError(t, err)
@@ -50,8 +52,8 @@ func TestSizeRowRejects(t *testing.T) {
 		b    []byte
 		want string
 	}{
-		"short":            {good[:len(good)-1], "a 111-byte size row for 3 ranks, expected 112"},
-		"long":             {append(append([]byte(nil), good...), 0), "a 113-byte size row"},
+		"short":            {good[:len(good)-1], "a 119-byte size row for 3 ranks, expected 120"},
+		"long":             {append(append([]byte(nil), good...), 0), "a 121-byte size row"},
 		"negative size":    {put(1, ^uint64(0)), "negative size -1 for rank 1"},
 		"inline flag 2":    {put(4, 2), "inline flag 2 for rank 1"},
 		"algorithm hash":   {put(6, 1<<32), "algorithm hash 0x100000000 beyond 32 bits"},
