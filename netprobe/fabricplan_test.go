@@ -233,7 +233,8 @@ func TestCapInferred(t *testing.T) {
 // rates are exact and the steps do not grow with the ranks (before the
 // fan-outs: 22, 89 and 360 steps, every pair measured). In racks of
 // eight with NICs of five classes the steps fell from 43 to 9 (64
-// ranks) and from 277 to 67 (256).
+// ranks) and from 277 to 67 (256), then to 11 at 256 once pairs in
+// doubt could be settled by fan-outs across groups.
 func TestFabricPlanFanOut(t *testing.T) {
 	for _, n := range []int{16, 64, 256} {
 		rate := func(a, b int) float64 { return 100 }
@@ -242,7 +243,7 @@ func TestFabricPlanFanOut(t *testing.T) {
 		t.Logf("equal NICs, %d ranks: %d steps, %d flows", n, steps, flows)
 		require.LessOrEqual(t, steps, 8, "%d ranks of equal NICs", n)
 	}
-	for _, c := range []struct{ n, most int }{{64, 16}, {256, 80}} {
+	for _, c := range []struct{ n, most int }{{64, 16}, {256, 16}} {
 		n, rng := c.n, rand.New(rand.NewPCG(3, uint64(c.n)))
 		nic, groups := make([]float64, n), make([]int, n)
 		for r := range nic {

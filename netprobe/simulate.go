@@ -18,7 +18,8 @@ type Estimate struct {
 	Cuts       int // rounds of segment tests (each tests one cut or several at once)
 	Seconds    float64
 	// Worst is the largest relative error of an inferred pair rate
-	// against the network's own rate for that pair.
+	// against what the pair reaches alone on the network (both capped by
+	// the segments between its ends, as Probe's segment tests find them).
 	Worst float64
 }
 
@@ -85,13 +86,35 @@ func SimulateProbe(m *collective.Model, cuts [][]int) (Estimate, error) {
 		est.Steps++
 		est.Flows += len(items)
 	}
+	// Every pair against what it reaches alone: the model's rate, capped
+	// by the segments between its ends (which the probe's segment tests
+	// find, and which then cap the inferred rate too).
 	got := plan.Rates()
+	side := make([][]int8, len(m.Segments))
+	for s, seg := range m.Segments {
+		side[s] = make([]int8, n)
+		for _, r := range seg.A {
+			side[s][r] = 1
+		}
+		for _, r := range seg.B {
+			side[s][r] = 2
+		}
+	}
 	for i := range n {
 		for j := range n {
-			if i != j {
-				want := m.Rate(i, j)
-				est.Worst = max(est.Worst, math.Abs(got[i][j]-want)/want)
+			if i == j {
+				continue
 			}
+			want, inferred := m.Rate(i, j), got[i][j]
+			for s, seg := range m.Segments {
+				switch {
+				case side[s][i] == 1 && side[s][j] == 2:
+					want, inferred = min(want, seg.AB), min(inferred, seg.AB)
+				case side[s][i] == 2 && side[s][j] == 1:
+					want, inferred = min(want, seg.BA), min(inferred, seg.BA)
+				}
+			}
+			est.Worst = max(est.Worst, math.Abs(inferred-want)/want)
 		}
 	}
 	if sides := groupCuts(n, cuts, nil); len(sides) > 1 {
