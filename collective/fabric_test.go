@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -551,4 +553,25 @@ func TestPlanExchangeOnLarge(t *testing.T) {
 	p, err = PlanExchangeOn(m, f, x, Auto, Options{Seed: 1}, FlowOptions{NoPacing: true})
 	require.NoError(t, err)
 	require.NotEqual(t, Naive, p.Algorithm)
+}
+
+// TestSimulateFlowsClockStep: a random instance (11 ranks, rates from
+// 4.7 kB/s to 89 GB/s, 1 GiB messages) on which the simulator never
+// ended: late in a simulation of days, a fast flow was left with a few
+// bytes that take less than the clock's rounding step, so time stood
+// still. Every flow now ends at the event its own end time set.
+func TestSimulateFlowsClockStep(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "flowsim_clock_step.json"))
+	require.NoError(t, err)
+	var c struct {
+		Exchange Exchange `json:"exchange"`
+		Model    Model    `json:"model"`
+	}
+	require.NoError(t, json.Unmarshal(b, &c))
+	for _, algo := range []Algorithm{Naive, Paced, Auto} {
+		p, err := PlanExchangeOn(&c.Model, nil, &c.Exchange, algo, Options{Seed: 1}, FlowOptions{})
+		require.NoError(t, err, algo)
+		require.NoError(t, ValidateExchange(&c.Exchange, p), algo)
+		require.Greater(t, p.Predicted, 0.0, algo)
+	}
 }

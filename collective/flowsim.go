@@ -145,14 +145,20 @@ func (s *flowSim) ready(k int, t float64) {
 // advance moves time to t: the active flows send at their rates, the
 // flows that are done end, and the start-ups that are over turn active.
 func (s *flowSim) advance(t float64) {
-	dt := t - s.now
+	prev := s.now
+	dt := t - prev
 	s.now = t
 	var ended []int
 	keep := s.active[:0]
 	for _, k := range s.active {
+		// A flow whose end is this event ends now: computed as run
+		// computed t, so the flow that set t ends even when its few
+		// bytes left take less than the rounding step of the clock (a
+		// fast flow late in a long simulation), and within rounding of
+		// its bytes.
+		end := prev + s.left[k]/s.rate[k]
 		s.left[k] -= s.rate[k] * dt
-		// A flow whose end is this event (within rounding) ends now.
-		if s.left[k] <= 1e-9*float64(s.flows[k].Bytes)+1e-9 {
+		if end <= t || s.left[k] <= 1e-9*float64(s.flows[k].Bytes)+1e-9 {
 			ended = append(ended, k)
 			continue
 		}
