@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,10 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// sharedPlanRuns numbers TestSharedPlan's runs in this process.
+var sharedPlanRuns atomic.Int32
+
 // The ranks of an in-process world plan once and share the plan; ranks in
 // processes of their own (here: over TCP) each plan for themselves.
 func TestSharedPlan(t *testing.T) {
-	key := t.Name() // no other test's plans
+	// No other test's plans, nor this test's from an earlier run in this
+	// process (-count).
+	key := fmt.Sprintf("%s-%d", t.Name(), sharedPlanRuns.Add(1))
 	var builds atomic.Int32
 	build := func() (*int, error) {
 		builds.Add(1)
