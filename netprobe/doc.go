@@ -10,10 +10,17 @@
 // measures what the fabric model needs rather than every pair, so its
 // time grows with the number of steps, not of pairs:
 //
-//   - latencies: every pair exchanges a few tiny round trips, in the
-//     rounds of a tournament without barriers (and, in the first three
-//     rounds, a few small messages for the send and receive overheads);
-//     T is half the shortest round trip, the same both ways;
+//   - latencies: pairs exchange a few tiny round trips, in rounds
+//     without barriers, each rank in one pair a round (and, in the first
+//     three rounds, a few small messages for the send and receive
+//     overheads); T is half the shortest round trip, the same both ways.
+//     Up to Config.PingAll ranks (16) every pair, in the rounds of a
+//     tournament; beyond, a sample in a few rounds (each rank with two or
+//     more of its group, every pair of groups, one pair a rank kept to
+//     check), and the other pairs inferred as a_i + a_j + D(group of i,
+//     group of j) fitted by least squares, unless the check pairs show
+//     that the network's latencies are not of that form: then the other
+//     pairs are pinged too (pings.go);
 //   - NICs: steps of concurrent flows in which every rank sends at most
 //     one and receives at most one, and at most one flow leaves or enters
 //     each group of ranks (Config.Cuts: subnets) until a flow crossing
@@ -54,8 +61,9 @@
 //
 // For each direction i->j, rank i sends a sweep of message sizes ([Sweep]:
 // growing by a factor of 4 until the size-dependent part of the time
-// dominates, within [Config]'s size and time budgets), each answered by a
-// one-byte acknowledgement, and keeps the fastest repetition of each size.
+// dominates, within [Config]'s size and time budgets), each answered by
+// an 8-byte acknowledgement (the echoing rank's clock), and keeps the
+// fastest repetition of each size.
 // One message of m bytes then costs T + m/B:
 //
 //   - B, per direction (the two directions of a link may differ), comes
@@ -106,9 +114,12 @@
 // S(i,m) = Sc + Sm·m and R(j,m) = Rc + Rm·m, to the time its Send calls
 // took and the time its Recv calls took once the message had arrived, on
 // messages of at most 64 KiB (beyond a socket buffer, a send also waits
-// for the transmission). And every rank estimates, during its probe with
-// rank 0, the offset from its clock to rank 0's from the round trip of
-// least delay (Cristian's method): [Result].Offsets.
+// for the transmission). And every rank estimates the offset from its
+// clock to rank 0's from the round trip of least delay (Cristian's
+// method): [Result].Offsets. The tournament measures it in every rank's
+// probe with rank 0; the fabric probe from the echoes of its pings (each
+// acknowledgement carries the echoing rank's clock), composed along the
+// fewest pings from rank 0.
 //
 // # The directory
 //

@@ -111,14 +111,13 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	base := time.Now()
-	// Latencies: every pair once, in the rounds of a tournament (A, the
-	// lower rank, pings), without barriers (the tiny messages of one round
-	// cannot share a bottleneck to any extent that matters, and each pair
-	// waits for its own ends). A rank takes part in one pair at a time:
-	// pinging several peers at once was tried, and on racks32 here (32
-	// namespaces on two loaded cores) eight at once took the median
-	// probed latency from 79-97 us to 400-500 us, the CPU, not the
-	// network, being what the pings then measured.
+	// Latencies: the pairs planPings chooses, every one or a sample (see
+	// pings.go), in rounds without barriers (the tiny messages of one
+	// round cannot share a bottleneck to any extent that matters, and each
+	// pair waits for its own ends), A pinging B.
+	groups := rankGroups(n, cfg.Cuts)
+	pp := planPings(n, groups, cfg.Hosts, cfg)
+	r.Clock = map[int]float64{}
 	pingPair := func(ri int, pr Pair) error {
 		peer := pr.B
 		if pr.B == me {
@@ -133,11 +132,13 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 		}
 		for _, sender := range senders {
 			if sender == me {
-				rtt, ss, err := ping(ctx, p, peer, buf, ri < overheadRounds)
+				rtt, off, ss, err := ping(ctx, p, peer, buf, ri < overheadRounds)
 				if err != nil {
 					return fmt.Errorf("netprobe: pinging %d->%d: %w", me, peer, err)
 				}
-				r.Latency[peer] = rtt / 2
+				if r.Latency[peer] == 0 || rtt/2 < r.Latency[peer] {
+					r.Latency[peer], r.Clock[peer] = rtt/2, off
+				}
 				sendS = append(sendS, ss...)
 			} else {
 				rs, err := echo(ctx, p, peer, buf)
@@ -147,27 +148,23 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 				recvS = append(recvS, rs...)
 			}
 		}
-		if pr.A == 0 || pr.B == 0 {
-			off, err := clockOffset(ctx, p, me, peer, cfg)
-			if err != nil {
-				return fmt.Errorf("netprobe: clock offset with %d: %w", peer, err)
-			}
-			if me != 0 {
-				r.Offset = off // one pair per rank has rank 0 in it
-			}
-		}
 		r.Pairs = append(r.Pairs, PairRecord{Rank: me, A: pr.A, B: pr.B, Round: ri, Start: t0, End: time.Since(base).Seconds()})
 		return nil
 	}
-	for ri, round := range Tournament(n) {
-		for _, pr := range round {
-			if pr.A != me && pr.B != me {
-				continue
-			}
-			if err := pingPair(ri, pr); err != nil {
-				return nil, err
+	pingRounds := func(rounds [][]Pair, first int) error {
+		for k, round := range rounds {
+			for _, pr := range round {
+				if pr.A == me || pr.B == me {
+					if err := pingPair(first+k, pr); err != nil {
+						return err
+					}
+				}
 			}
 		}
+		return nil
+	}
+	if err := pingRounds(pp.rounds, 0); err != nil {
+		return nil, err
 	}
 	r.Send = overhead(sendS)
 	r.Recv = overhead(recvS)
@@ -179,23 +176,82 @@ func probeFabric(ctx context.Context, p Port, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A sample: rank 0 fits the latencies and checks the fit; if it
+	// misses, the other pairs are pinged too (in the tournament's rounds)
+	// and their rows gathered again.
 	var res *Result
-	var plan *fabricPlan
+	var clocks []map[int]float64
+	var lm *latencyModel
 	if me == 0 {
-		if res, err = assemble(rows, n); err != nil {
+		if res, clocks, err = assembleClocks(rows, n); err != nil {
 			return nil, err
 		}
-		m := res.Model
-		for i := 0; i < n; i++ {
-			for j := i + 1; j < n; j++ {
-				l := min(m.Latency[i][j], m.Latency[j][i])
-				if l == 0 {
-					l = max(m.Latency[i][j], m.Latency[j][i])
-				}
-				m.Latency[i][j], m.Latency[j][i] = l, l
+		symmetricLatency(res.Model.Latency)
+	}
+	if !pp.all {
+		var verdict []byte
+		if me == 0 {
+			verdict = []byte{1}
+			if lm = fitPings(res.Model.Latency, groups, cfg.Hosts, pp); lm != nil {
+				verdict[0] = 0
 			}
 		}
-		plan = newFabricPlan(n, rankGroups(n, cfg.Cuts), cfg)
+		if verdict, err = p.Bcast(ctx, 0, verdict); err != nil {
+			return nil, err
+		}
+		if len(verdict) != 1 {
+			return nil, fmt.Errorf("%w: a latency verdict of %d bytes", ErrProtocol, len(verdict))
+		}
+		if verdict[0] == 1 {
+			pinged := map[Pair]bool{}
+			for _, round := range pp.rounds {
+				for _, pr := range round {
+					pinged[pr] = true
+				}
+			}
+			var rest [][]Pair
+			for _, round := range Tournament(n) {
+				var left []Pair
+				for _, pr := range round {
+					if !pinged[pr] {
+						left = append(left, pr)
+					}
+				}
+				if len(left) > 0 {
+					rest = append(rest, left)
+				}
+			}
+			if err := pingRounds(rest, len(pp.rounds)); err != nil {
+				return nil, err
+			}
+			if mine, err = json.Marshal(r); err != nil {
+				return nil, err
+			}
+			if rows, err = p.Gather(ctx, 0, mine); err != nil {
+				return nil, err
+			}
+			if me == 0 {
+				if res, clocks, err = assembleClocks(rows, n); err != nil {
+					return nil, err
+				}
+				symmetricLatency(res.Model.Latency)
+			}
+		}
+	}
+	var plan *fabricPlan
+	if me == 0 {
+		m := res.Model
+		if lm != nil {
+			for i := range n {
+				for j := range n {
+					if i != j && m.Latency[i][j] == 0 {
+						m.Latency[i][j] = lm.at(i, j)
+					}
+				}
+			}
+		}
+		res.Offsets = composeOffsets(n, clocks)
+		plan = newFabricPlan(n, groups, cfg)
 		plan.latency = m.Latency
 	}
 	// Flows may be larger than a sweep's transfers (twice its largest).
@@ -227,32 +283,39 @@ const overheadRounds = 3
 // ping measures the round trip of tiny messages to peer (which echoes),
 // and with overheads sends a few small ones for the send overhead (buf
 // is only read: pings to several peers share it). It returns the
-// shortest round trip and the Send calls' times.
-func ping(ctx context.Context, p Port, peer int, buf []byte, overheads bool) (float64, []Sample, error) {
-	rtt := math.Inf(1)
-	var sends []Sample
-	sizes := []int{1, 1, 1}
+// shortest round trip, the peer's clock minus this rank's at the echo of
+// that round trip (Cristian's method: the echo is taken to be half-way),
+// and the Send calls' times.
+func ping(ctx context.Context, p Port, peer int, buf []byte, overheads bool) (rtt, offset float64, sends []Sample, err error) {
+	rtt = math.Inf(1)
+	sizes := []int{1, 1, 1, 1, 1}
 	if overheads {
 		sizes = append(sizes, 1<<10, 4<<10)
 	}
 	for _, m := range sizes {
 		t0 := time.Now()
 		if err := p.Send(ctx, peer, tagData, buf[:m]); err != nil {
-			return 0, nil, err
+			return 0, 0, nil, err
 		}
 		t1 := time.Now()
-		if _, err := p.Recv(ctx, peer, tagAck); err != nil {
-			return 0, nil, err
+		ack, err := p.Recv(ctx, peer, tagAck)
+		if err != nil {
+			return 0, 0, nil, err
 		}
+		t3 := time.Now()
 		sends = append(sends, Sample{int64(m), t1.Sub(t0).Seconds()})
-		if m == 1 {
-			rtt = min(rtt, time.Since(t0).Seconds())
+		if d := t3.Sub(t0).Seconds(); m == 1 && d < rtt {
+			rtt = d
+			if len(ack) == 8 {
+				echoed := float64(int64(binary.LittleEndian.Uint64(ack))) / 1e9
+				offset = echoed - (float64(t0.UnixNano())/1e9 + d/2)
+			}
 		}
 	}
 	if err := p.Send(ctx, peer, tagData, nil); err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
-	return rtt, sends, nil
+	return rtt, offset, sends, nil
 }
 
 // flowItem is one flow of a step and the size its transfers should have

@@ -83,6 +83,12 @@ type Config struct {
 	// "" too) measures every NIC and infers the pair rates; MethodPairwise
 	// measures every ordered pair in a tournament.
 	Method string
+	// PingAll: up to this many ranks the fabric probe pings every pair
+	// (P-1 rounds); beyond, it pings a sample in a few rounds and infers
+	// the other pairs' latencies, pinging them after all if the sample
+	// shows that they cannot be inferred (see planPings). 0 means 16;
+	// negative samples at any size.
+	PingAll int
 }
 
 func (c Config) withDefaults() Config {
@@ -121,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SegmentTime == 0 {
 		c.SegmentTime = 150 * time.Millisecond
+	}
+	if c.PingAll == 0 {
+		c.PingAll = 16
 	}
 	return c
 }
@@ -180,6 +189,10 @@ type row struct {
 	Recv      collective.Overhead `json:"recv"`
 	Offset    float64             `json:"offset"`
 	Pairs     []PairRecord        `json:"pairs"`
+	// Clock holds, for every peer this rank pinged (the fabric probe),
+	// the peer's clock minus this rank's (seconds), from the echo of
+	// least delay.
+	Clock map[int]float64 `json:"clock,omitempty"`
 }
 
 // Probe measures the links between the ranks and assembles the model at
@@ -193,7 +206,7 @@ type row struct {
 // the likely cuts of the ranks (see Schedule). It is collective.
 //
 // For each direction i->j, rank i sends a sweep of sizes (see Config), each
-// answered by a one-byte acknowledgement, and fits the one-way times to
+// answered by an 8-byte acknowledgement, and fits the one-way times to
 // T + m/B: B per direction from the large transfers, T as half the round
 // trip of tiny messages. Rates may differ between the directions of a
 // link and are measured as such; a difference of one-way delays is not
@@ -429,14 +442,27 @@ func DecodeResult(b []byte, n int) (*Result, error) {
 
 // assemble builds the model from every rank's row.
 func assemble(rows [][]byte, n int) (*Result, error) {
+	res, _, err := assembleClocks(rows, n)
+	return res, err
+}
+
+// assembleClocks is assemble that also returns every row's Clock.
+func assembleClocks(rows [][]byte, n int) (*Result, []map[int]float64, error) {
 	m := &collective.Model{Latency: collective.Matrix(n, 0), Bandwidth: collective.Matrix(n, 0),
 		SendOverhead: make([]collective.Overhead, n), RecvOverhead: make([]collective.Overhead, n)}
 	res := &Result{Model: m, Offsets: make([]float64, n)}
+	clocks := make([]map[int]float64, n)
 	for i, b := range rows {
 		var r row
 		if err := json.Unmarshal(b, &r); err != nil || r.Rank != i || len(r.Latency) != n || len(r.Bandwidth) != n {
-			return nil, fmt.Errorf("netprobe: rank %d sent a malformed measurement row", i)
+			return nil, nil, fmt.Errorf("netprobe: rank %d sent a malformed measurement row", i)
 		}
+		for peer, off := range r.Clock {
+			if peer < 0 || peer >= n || peer == i || math.IsNaN(off) || math.IsInf(off, 0) {
+				return nil, nil, fmt.Errorf("netprobe: rank %d sent a malformed measurement row (clock of peer %d)", i, peer)
+			}
+		}
+		clocks[i] = r.Clock
 		copy(m.Latency[i], r.Latency)
 		copy(m.Bandwidth[i], r.Bandwidth)
 		m.SendOverhead[i], m.RecvOverhead[i] = r.Send, r.Recv
@@ -450,7 +476,7 @@ func assemble(rows [][]byte, n int) (*Result, error) {
 		}
 		return res.Pairs[a].Start < res.Pairs[b].Start
 	})
-	return res, nil
+	return res, clocks, nil
 }
 
 // fixRates gives a link too fast for the sizes used to see its rate (0 or
@@ -730,9 +756,11 @@ func fitProbe(samples []Sample, oneWaySmall float64) (Fit, error) {
 // transmission, which is not overhead.
 const overheadMaxBytes = 64 << 10
 
-// echo answers every message from peer with a one-byte acknowledgement
-// until peer says it is done. It returns receive-overhead samples: how
-// long each Recv call took once its message had arrived.
+// echo answers every message from peer with an acknowledgement that
+// holds this rank's clock (8 bytes, nanoseconds since 1970, little
+// endian; ping reads it for the clock offset) until peer says it is done.
+// It returns receive-overhead samples: how long each Recv call took once
+// its message had arrived.
 func echo(ctx context.Context, p Port, peer int, buf []byte) ([]Sample, error) {
 	var samples []Sample
 	for {
@@ -750,7 +778,9 @@ func echo(ctx context.Context, p Port, peer int, buf []byte) ([]Sample, error) {
 		if len(data) <= overheadMaxBytes {
 			samples = append(samples, Sample{int64(len(data)), time.Since(t0).Seconds()})
 		}
-		if err := p.Send(ctx, peer, tagAck, buf[:1]); err != nil {
+		var ack [8]byte
+		binary.LittleEndian.PutUint64(ack[:], uint64(time.Now().UnixNano()))
+		if err := p.Send(ctx, peer, tagAck, ack[:]); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -408,5 +409,73 @@ func TestProbeManyGroupsMemNetwork(t *testing.T) {
 				require.NotContains(t, slices.Concat(res.Cuts[i-1].A, res.Cuts[i-1].B), r)
 			}
 		}
+	}
+}
+
+// TestProbeSampledPingsMemNetwork: twelve ranks in three subnets
+// (Config.PingAll -1: a sample at any size; by default from 17 ranks on)
+// ping a sample of the pairs and infer the others' latencies, on delays of the form the inference assumes (a part per
+// rank, one per pair of subnets); on delays of a pair's own, the check
+// fails and every pair is pinged. Either way every pair's latency is
+// right.
+func TestProbeSampledPingsMemNetwork(t *testing.T) {
+	const n = 12
+	rng := rand.New(rand.NewPCG(5, 7))
+	own := make([][]time.Duration, n)
+	for i := range own {
+		own[i] = make([]time.Duration, n)
+		for j := range own[i] {
+			own[i][j] = time.Duration(2+rng.IntN(20)) * time.Millisecond
+		}
+	}
+	cases := []struct {
+		name    string
+		delay   func(i, j int) time.Duration
+		sampled bool
+	}{
+		{"additive", func(i, j int) time.Duration {
+			// Large next to the emulation's own noise (up to 0.7 ms here).
+			way := i/4 - j/4
+			return time.Duration(2+i%3+j%3)*time.Millisecond + time.Duration(way*way)*3*time.Millisecond
+		}, true},
+		{"per-pair", func(i, j int) time.Duration { return own[min(i, j)][max(i, j)] }, false},
+	}
+	if testing.Short() || raceEnabled { // 30 s each under the race detector
+		cases = cases[:1]
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			netw := transport.NewMemNetwork(11)
+			for i := 0; i < n; i++ {
+				for j := 0; j < n; j++ {
+					if i != j {
+						require.NoError(t, netw.SetShape(i, j, transport.ShapeConfig{Rate: 20e6, Delay: tc.delay(i, j)}))
+					}
+				}
+			}
+			var cuts [][]int
+			for g := 0; g < n; g += 4 {
+				cuts = append(cuts, []int{g, g + 1, g + 2, g + 3})
+			}
+			comms := worldtest.Start(t, n, netw, func(_ int, c *comm.Config) {
+				c.Bootstrap.Job, c.Bootstrap.Timeout = t.Name(), 2*time.Minute
+				c.Probe, c.CacheDir = netprobe.ModeFull, t.TempDir()
+				c.ProbeConfig.Cuts = cuts
+				c.ProbeConfig.PingAll = -1
+				c.ProbeConfig.SegmentTime = -1
+				for r := range n { // one host each (else one pair is measured for all)
+					c.ProbeConfig.Hosts = append(c.ProbeConfig.Hosts, fmt.Sprintf("host%d", r))
+				}
+			})
+			every := func(res *netprobe.Result, m *collective.Model) {
+				if tc.sampled {
+					require.Less(t, len(res.Pairs), n*(n-1)/2, "a sample of the pairs pinged (each recorded by both its ranks)")
+				} else {
+					require.Len(t, res.Pairs, n*(n-1), "every pair pinged after the check failed")
+				}
+			}
+			requireProbed(t, comms, every, linkBounds(n, func(int, int) float64 { return 20e6 },
+				func(i, j int) float64 { return tc.delay(i, j).Seconds() }))
+		})
 	}
 }

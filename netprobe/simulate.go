@@ -47,9 +47,27 @@ func SimulateProbe(m *collective.Model, cuts [][]int) (Estimate, error) {
 	n := m.Size()
 	f := collective.FabricFromModel(m)
 	cfg := Config{Cuts: cuts}.withDefaults()
-	plan := newFabricPlan(n, rankGroups(n, cuts), cfg)
+	// The pings: a sample where the model of pings.go holds for the
+	// network's latencies (else the tournament's rounds besides).
+	groups := rankGroups(n, cuts)
+	pp := planPings(n, groups, nil, cfg)
+	est := Estimate{PingRounds: len(pp.rounds)}
+	if !pp.all {
+		lat := make([][]float64, n)
+		for i := range lat {
+			lat[i] = make([]float64, n)
+		}
+		for _, round := range pp.rounds {
+			for _, pr := range round {
+				lat[pr.A][pr.B], lat[pr.B][pr.A] = m.Latency[pr.A][pr.B], m.Latency[pr.A][pr.B]
+			}
+		}
+		if fitPings(lat, groups, nil, pp) == nil {
+			est.PingRounds += len(Tournament(n))
+		}
+	}
+	plan := newFabricPlan(n, groups, cfg)
 	plan.latency = m.Latency
-	est := Estimate{PingRounds: len(Tournament(n))}
 	for {
 		items := plan.Next()
 		if len(items) == 0 {

@@ -55,7 +55,7 @@ func TestSimulateProbe(t *testing.T) {
 		require.NoError(t, err)
 		t.Logf("%d ranks: %+v", n, est)
 		require.LessOrEqual(t, est.Worst, 0.1, "%d ranks: every pair within 10%%", n)
-		require.Equal(t, n-1, est.PingRounds)
+		require.LessOrEqual(t, est.PingRounds, 8, "%d ranks: a sample of the pairs pinged, the rest inferred", n)
 		require.Equal(t, rounds[n], est.Cuts)
 		require.Positive(t, est.Steps)
 		require.Greater(t, est.Seconds, 0.0)
@@ -70,7 +70,8 @@ func TestSimulateProbe(t *testing.T) {
 // flat from 32 to 256 ranks (before the cross-group fan-outs for pairs
 // in doubt and the limits seen from outside a group: 14, 20-23, 28-38
 // and 58-60 steps on these instances, one flow a step at the end), and
-// every pair comes out at what it reaches alone.
+// every pair comes out at what it reaches alone; so do the rounds of
+// pings (a sample, the other latencies inferred: P-1 rounds before).
 func TestSimulateProbeScale(t *testing.T) {
 	sizes := []int{32, 64, 128, 256}
 	if testing.Short() || raceOn {
@@ -84,6 +85,7 @@ func TestSimulateProbeScale(t *testing.T) {
 			t.Logf("%d ranks, seed %d: %d steps, %d flows, worst %.2g", n, seed, est.Steps, est.Flows, est.Worst)
 			require.LessOrEqual(t, est.Worst, 1e-9, "%d ranks, seed %d: every pair exact", n, seed)
 			require.LessOrEqual(t, est.Steps, 16, "%d ranks, seed %d", n, seed)
+			require.LessOrEqual(t, est.PingRounds, 16, "%d ranks, seed %d: rounds of pings", n, seed)
 		}
 	}
 }
