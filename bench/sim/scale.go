@@ -30,7 +30,8 @@ import (
 // the fabric probe (the default) is run on the model by ProbeEstimator
 // (netprobe.SimulateProbe in hetbench), whose costs per round of pings,
 // step of flows and segment tested come from racks32, up to
-// scaleProbeSimMax ranks.
+// scaleProbeSimMax ranks; its pings are a sample above 16 ranks, the other
+// latencies inferred (netprobe's pings.go).
 
 func init() {
 	Register(Experiment{
@@ -59,9 +60,9 @@ const scaleFlowSimMax = 64
 var ProbeEstimator func(m *collective.Model, cuts [][]int) (seconds float64, steps int, err error)
 
 // scaleProbeSimMax is the largest rank count whose fabric probe is
-// simulated: its plan's steps grow with the ranks, and so does the cost
-// of planning each (minutes at 512 ranks).
-const scaleProbeSimMax = 256
+// simulated (about 8 s an instance at 1,024 ranks, most of it the flow
+// simulation of its steps).
+const scaleProbeSimMax = 1024
 
 // pairwiseRound is one round of the pairwise probe (switch8, 8 hosts).
 const pairwiseRound = 1.2
