@@ -239,19 +239,23 @@ func (pl *fabricPlan) ring() []flowItem {
 // limited it.
 func (pl *fabricPlan) settledOut(i int) bool {
 	return cached(&pl.setOut[i], func() bool {
-		if pl.fanSettled(i) {
+		return pl.fanSettled(i) || pl.limited(pl.outs[i], pl.out[i], func(d Pair) float64 { return pl.in[d.B] })
+	})
+}
+
+// limited tells whether a rank's estimate best (from its pairs, the
+// other end of each able to do far) is confirmed (top) and was reached
+// by a flow whose other end could do settleTol more: the rank limited it.
+func (pl *fabricPlan) limited(pairs []Pair, best float64, far func(Pair) float64) bool {
+	if _, ok := pl.top(pairs); !ok {
+		return false
+	}
+	for _, d := range pairs {
+		if r := pl.obs[d]; r > 0 && far(d) >= settleTol*r && r*1.05 >= best {
 			return true
 		}
-		if _, ok := pl.topOut(i); !ok {
-			return false
-		}
-		for _, d := range pl.outs[i] {
-			if r := pl.obs[d]; r > 0 && pl.in[d.B] >= settleTol*r && r*1.05 >= pl.out[i] {
-				return true
-			}
-		}
-		return false
-	})
+	}
+	return false
 }
 
 // cached returns f(), computed once until *c is cleared (Done).
@@ -288,15 +292,7 @@ func (pl *fabricPlan) fanSettled(i int) bool {
 // settledIn is settledOut for rank j's ingress.
 func (pl *fabricPlan) settledIn(j int) bool {
 	return cached(&pl.setIn[j], func() bool {
-		if _, ok := pl.topIn(j); !ok {
-			return false
-		}
-		for _, d := range pl.ins[j] {
-			if r := pl.obs[d]; r > 0 && pl.out[d.A] >= settleTol*r && r*1.05 >= pl.in[j] {
-				return true
-			}
-		}
-		return false
+		return pl.limited(pl.ins[j], pl.in[j], func(d Pair) float64 { return pl.out[d.A] })
 	})
 }
 
