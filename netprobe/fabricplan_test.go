@@ -16,6 +16,13 @@ import (
 // the number of steps and of flows.
 func runFabricPlan(t *testing.T, n int, groups []int, rate func(a, b int) float64) ([][]float64, int, int) {
 	t.Helper()
+	return runFabricPlanNoisy(t, n, groups, rate, nil)
+}
+
+// runFabricPlanNoisy is runFabricPlan in which noise (if not nil) may
+// change what a flow shows (fan: one of a fan-out's flows).
+func runFabricPlanNoisy(t *testing.T, n int, groups []int, rate func(a, b int) float64, noise func(a, b int, r float64, fan bool) float64) ([][]float64, int, int) {
+	t.Helper()
 	pl := newFabricPlan(n, groups, Config{}.withDefaults())
 	steps, flows := 0, 0
 	maxOut, maxIn := map[int]float64{}, map[int]float64{}
@@ -53,6 +60,9 @@ func runFabricPlan(t *testing.T, n int, groups []int, rate func(a, b int) float6
 				// aggregate ends with the slowest.
 				w := waterLevel(egress, fanCaps[it.A])
 				rates[k] = min(rate(it.A, it.B), w)
+				if noise != nil {
+					rates[k] = noise(it.A, it.B, rates[k], true)
+				}
 				slowest := math.Inf(1)
 				for _, c := range fanCaps[it.A] {
 					slowest = min(slowest, min(c, w))
@@ -75,6 +85,9 @@ func runFabricPlan(t *testing.T, n int, groups []int, rate func(a, b int) float6
 				require.True(t, flowsIn[gb] == 1 || crossIn[gb] <= 1.06*maxIn[gb], "flows into group %d: %v", gb, items)
 			}
 			rates[k] = rate(it.A, it.B)
+			if noise != nil {
+				rates[k] = noise(it.A, it.B, rates[k], false)
+			}
 		}
 		flows += len(items)
 		for k, it := range items {
@@ -116,6 +129,51 @@ func requireRates(t *testing.T, n int, got [][]float64, rate func(a, b int) floa
 	}
 }
 
+// TestFabricPlanFlattered: racks32's NICs, and the first flow between
+// two 20 Mbit/s NICs 9% faster than they are (12% on racks32 here: a
+// token bucket that refilled while a starved rank waited). That flow
+// stands above the others of both ranks; measured again until three
+// measurements decide, it stops holding their estimates up: the rates
+// are exact, in about as many steps as without it (before: the pairs of
+// both ranks came out 9% fast; on racks32, where the first flow was
+// measured once, neither rank settled and each of their pairs took a
+// step of its own).
+func TestFabricPlanFlattered(t *testing.T) {
+	out, in, groups := racks32NICs()
+	rate := func(a, b int) float64 { return min(out[a], in[b]) }
+	_, clean, _ := runFabricPlan(t, 32, groups, rate)
+	first := true
+	flatter := func(a, b int, r float64, fan bool) float64 {
+		if out[a] == 20 && in[b] == 20 && !fan && first {
+			first = false
+			return 1.09 * r
+		}
+		return r
+	}
+	got, steps, flows := runFabricPlanNoisy(t, 32, groups, rate, flatter)
+	require.False(t, first, "the flattered flow ran")
+	requireRates(t, 32, got, rate)
+	t.Logf("%d steps (%d without the flattered flow), %d flows", steps, clean, flows)
+	require.LessOrEqual(t, steps, clean+3)
+}
+
+// TestFabricPlanUnevenFan: two fan-outs (equal NICs of 200) gave rank 2
+// a third of what its partner got, as TCP's flows from one sender
+// sometimes do; those flows look limited by rank 2 and stand for its
+// pairs until they are measured alone, but they do not settle its
+// ingress, so its pairs stay in doubt and get measured (on racks32 here
+// such flows had settled a 200 Mbit/s rank's ingress at half its rate,
+// and every pair into it from a fast sender came out at half).
+func TestFabricPlanUnevenFan(t *testing.T) {
+	pl := newFabricPlan(3, []int{0, 0, 0}, Config{}.withDefaults())
+	pl.Done([]flowItem{{A: 0, B: 1}, {A: 1, B: 0}}, []float64{200, 200}, nil)
+	pl.Done([]flowItem{{A: 0, B: 1, Fan: true}, {A: 0, B: 2, Fan: true}}, []float64{150, 50}, map[int]float64{0: 200})
+	pl.Done([]flowItem{{A: 1, B: 0, Fan: true}, {A: 1, B: 2, Fan: true}}, []float64{150, 52}, map[int]float64{1: 200})
+	require.Equal(t, 52.0, pl.in[2], "what the fan-outs showed")
+	require.False(t, pl.settledIn(2))
+	require.Subset(t, pl.inDoubt(), []Pair{{0, 2}, {1, 2}})
+}
+
 // TestFabricPlanSwitch8: the NICs of switch8 (Mbit/s); every pair's rate
 // is min(egress, ingress), found in far fewer flows than pairs.
 func TestFabricPlanSwitch8(t *testing.T) {
@@ -132,24 +190,28 @@ func TestFabricPlanSwitch8(t *testing.T) {
 // (Mbit/s): exact rates in a few steps, though at most one flow at a time
 // leaves or enters a rack before any crossed.
 func TestFabricPlanRacks32(t *testing.T) {
+	out, in, groups := racks32NICs()
+	rate := func(a, b int) float64 { return min(out[a], in[b]) }
+	got, steps, flows := runFabricPlan(t, 32, groups, rate)
+	requireRates(t, 32, got, rate)
+	t.Logf("%d steps, %d flows for %d pairs", steps, flows, 32*31)
+	require.LessOrEqual(t, steps, 10)
+}
+
+// racks32NICs returns racks32's NICs (Mbit/s, out and in) and racks.
+func racks32NICs() (out, in []float64, groups []int) {
 	racks := [][][2]float64{
 		{{400, 400}, {200, 200}, {100, 100}, {100, 50}, {50, 100}, {50, 50}, {20, 40}, {20, 20}},
 		{{400, 200}, {200, 400}, {100, 100}, {100, 100}, {50, 50}, {40, 20}, {20, 20}, {20, 50}},
 		{{200, 200}, {200, 100}, {100, 200}, {100, 100}, {50, 50}, {50, 20}, {40, 40}, {20, 50}},
 		{{400, 400}, {200, 100}, {100, 100}, {50, 50}, {50, 100}, {40, 20}, {20, 20}, {20, 40}},
 	}
-	var out, in []float64
-	var groups []int
 	for g, r := range racks {
 		for _, h := range r {
 			out, in, groups = append(out, h[0]), append(in, h[1]), append(groups, g)
 		}
 	}
-	rate := func(a, b int) float64 { return min(out[a], in[b]) }
-	got, steps, flows := runFabricPlan(t, 32, groups, rate)
-	requireRates(t, 32, got, rate)
-	t.Logf("%d steps, %d flows for %d pairs", steps, flows, 32*31)
-	require.LessOrEqual(t, steps, 10)
+	return out, in, groups
 }
 
 // TestFabricPlanRandom: random NICs on random groups, and ties (every NIC
