@@ -174,6 +174,22 @@ func TestFabricPlanUnevenFan(t *testing.T) {
 	require.Subset(t, pl.inDoubt(), []Pair{{0, 2}, {1, 2}})
 }
 
+// TestFabricPlanFanAboveNIC: a flow of a fan-out into rank 2 showed 6.28
+// MB/s, more than rank 2's NIC (flows alone into it: 4.6-4.95 MB/s), as
+// on racks32 here. The pair 0->2, measured alone three times at 4.7, is
+// then not irregular (much slower than its ends): before, it was, and
+// every pair of ranks 0 and 2 was measured one by one.
+func TestFabricPlanFanAboveNIC(t *testing.T) {
+	pl := newFabricPlan(4, []int{0, 0, 0, 0}, Config{}.withDefaults())
+	pl.Done([]flowItem{{A: 0, B: 1}, {A: 1, B: 2}, {A: 3, B: 0}}, []float64{48, 4.95, 12}, nil)
+	pl.Done([]flowItem{{A: 3, B: 1, Fan: true}, {A: 3, B: 2, Fan: true}}, []float64{10, 6.28}, map[int]float64{3: 12})
+	require.Equal(t, 6.28, pl.in[2], "the fan-out's flow raised rank 2's estimate")
+	for _, r := range []float64{4.72, 4.79, 4.64} {
+		pl.Done([]flowItem{{A: 0, B: 2, Doubt: true}}, []float64{r}, nil)
+	}
+	require.False(t, pl.irrOut[0] || pl.irrIn[2], "0->2 is what rank 2's NIC takes")
+}
+
 // TestFabricPlanSwitch8: the NICs of switch8 (Mbit/s); every pair's rate
 // is min(egress, ingress), found in far fewer flows than pairs.
 func TestFabricPlanSwitch8(t *testing.T) {
