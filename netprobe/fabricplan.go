@@ -512,10 +512,10 @@ func (pl *fabricPlan) inDoubt() []Pair {
 		// others were then never within 5% of that best, so neither
 		// rank settled and each of their pairs took a step of its own,
 		// 21 steps more).
-		if d, ok := pl.topOut(r); (!ok || pl.alone(d, pl.outs[r])) && !so[r] && d.A >= 0 && pl.times[d] < 3 {
+		if d, ok := pl.topOut(r); (!ok || pl.standsOut(d, pl.outs[r])) && !so[r] && d.A >= 0 && pl.times[d] < 3 {
 			again[d] = true
 		}
-		if d, ok := pl.topIn(r); (!ok || pl.alone(d, pl.ins[r])) && !si[r] && d.A >= 0 && pl.times[d] < 3 {
+		if d, ok := pl.topIn(r); (!ok || pl.standsOut(d, pl.ins[r])) && !si[r] && d.A >= 0 && pl.times[d] < 3 {
 			again[d] = true
 		}
 	}
@@ -788,11 +788,11 @@ func (pl *fabricPlan) topOut(i int) (Pair, bool) {
 	return pl.top(pl.outs[i])
 }
 
-// alone tells whether best, a rank's best pair of pairs, stands more
+// standsOut tells whether best, a rank's best pair of pairs, stands more
 // than 5% above every other pair of the rank that was measured, on one
 // measurement or on two more than 5% apart (pairValue takes the faster
 // of two: noise slows flows, but a refilled token bucket speeds one up).
-func (pl *fabricPlan) alone(best Pair, pairs []Pair) bool {
+func (pl *fabricPlan) standsOut(best Pair, pairs []Pair) bool {
 	if best.A < 0 {
 		return false
 	}

@@ -128,7 +128,7 @@ func samplePings(n int, groups []int, hosts []string) pingPlan {
 			}
 		}
 	}
-	// One more pair per rank, at random, to check the model.
+	// One more pair per two ranks, at random, to check the model.
 	rng := rand.New(rand.NewPCG(uint64(n), 0x9e3779b97f4a7c15))
 	perm := rng.Perm(n)
 	check := map[Pair]bool{}
@@ -294,7 +294,8 @@ func fitLatency(n int, groups []int, fit []Pair, lat [][]float64) *latencyModel 
 	return m
 }
 
-// checkLatency tells whether the model predicts the checked pairs.
+// check tells whether the model predicts the checked pairs (lat: their
+// measured latencies) within checkTol, in checkShare of them.
 func (m *latencyModel) check(check map[Pair]bool, lat [][]float64) bool {
 	if len(check) == 0 {
 		return true
