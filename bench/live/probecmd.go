@@ -14,6 +14,7 @@ import (
 	"github.com/hetcomm/hetcomm/bootstrap"
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/comm"
+	"github.com/hetcomm/hetcomm/internal/netlab"
 	"github.com/hetcomm/hetcomm/netprobe"
 )
 
@@ -45,6 +46,8 @@ func ProbeCommand(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "write the model JSON here")
 	pairwise := fs.Bool("pairwise", os.Getenv(bootstrap.EnvProbe) == string(netprobe.ModePairwise),
 		"measure every ordered pair in a round-robin tournament instead of the fabric probe (default from "+bootstrap.EnvProbe+"=pairwise)")
+	check := fs.String("check", "", "a netlab topology the ranks run on: compare the probed model with its shaping (every pair and every backbone, within 10%) and print the comparison")
+	checkNIC := fs.Int("check-nic", 0, "with -check: which NIC of every host the ranks run on (0: the first)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: hetbench probe [flags]
 
@@ -57,6 +60,10 @@ segments between subnets); -pairwise measures every ordered pair in a
 round-robin tournament (a size sweep per direction fitted to T + m/B).
 The probe always runs (the cache is refreshed, never read). -out writes
 the model, which hetbench plan, hetbench live -model and HETCOMM_MODEL read.
+-check compares the model with a netlab topology's shaping: each pair's
+rate with what it reaches alone, each backbone with the segment found
+across it (with -rails, only the segments). It reports; the exit status
+says only whether the probe ran.
 
 Flags:
 `)
@@ -69,9 +76,14 @@ Flags:
 		fmt.Fprintln(stderr, "hetbench probe: needs at least 2 ranks")
 		return bench.ExitUsage
 	}
-	outAbs := ""
-	if *out != "" {
-		outAbs, _ = filepath.Abs(*out)
+	var topo *netlab.Topology
+	if *check != "" {
+		t, err := netlab.Load(*check)
+		if err != nil {
+			fmt.Fprintln(stderr, "hetbench probe: -check:", err)
+			return bench.ExitUsage
+		}
+		topo = t
 	}
 	tmp, err := os.MkdirTemp("", "hetbench-probe-")
 	if err != nil {
@@ -79,6 +91,13 @@ Flags:
 		return bench.ExitError
 	}
 	defer os.RemoveAll(tmp)
+	outAbs := ""
+	switch {
+	case *out != "":
+		outAbs, _ = filepath.Abs(*out)
+	case topo != nil:
+		outAbs = filepath.Join(tmp, "model.json")
+	}
 	env, _, code, ok := lc.env("probe", tmp, stderr)
 	if !ok {
 		return code
@@ -94,7 +113,31 @@ Flags:
 		fmt.Fprintln(stderr, "hetbench probe:", err)
 		return bench.ExitError
 	}
+	if topo != nil {
+		mf, err := ReadModelFile(outAbs)
+		if err != nil {
+			fmt.Fprintln(stderr, "hetbench probe: -check:", err)
+			return bench.ExitError
+		}
+		CheckModel(topo, mf.Hosts, *checkNIC, *lc.rails == "", mf.Bandwidth, mf.Segments).Report(stdout)
+	}
 	return bench.ExitOK
+}
+
+// ReadModelFile reads what `hetbench probe -out` wrote.
+func ReadModelFile(path string) (*ModelFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	mf := &ModelFile{}
+	if err := json.Unmarshal(b, mf); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if mf.Model == nil || len(mf.Bandwidth) != mf.Ranks || len(mf.Hosts) != mf.Ranks {
+		return nil, fmt.Errorf("%s: not a model of %d ranks with their hosts", path, mf.Ranks)
+	}
+	return mf, nil
 }
 
 // ProbeRankCommand is the rank side of `hetbench probe` (hidden
