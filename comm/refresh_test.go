@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -197,35 +198,47 @@ func TestRefreshConfig(t *testing.T) {
 // and its ticks find the probe's traffic): the probe measures the links
 // as they are, the same on every rank. "As they are" is what a second
 // probe of the same links measures in the same run once the refreshers
-// have stopped: a refresher that took its share (half of the time here)
-// of a link during the probe would lower that link's rate by far more
-// than the margin, while a machine busy with other work slows both probes
-// alike.
+// have stopped. A refresher that took its share (half of the time here)
+// of a link during the probe would make that link about half as fast as
+// alone; a busy machine slows either probe by chance (its emulated links
+// are in user space), so a link must be at least 70% as fast during the
+// refreshes as alone, in one of up to three runs.
 func TestRefreshDuringReprobe(t *testing.T) {
 	const n = 3
-	comms := startShaped(t, memAt(t, 20e6), collective.NewUniformModel(n, 1e-4, 5e6), refreshing(2*time.Millisecond, 0.5))
-	time.Sleep(100 * time.Millisecond) // refreshes are under way
-	reprobe := func() *collective.Model {
-		commtest.OnAll(t, comms, func(c *Comm) error { return c.Reprobe(context.Background()) })
-		m := comms[0].Model()
-		for r, c := range comms {
-			require.Equal(t, m, c.Model(), "rank %d has another model", r)
+	const margin = 0.7
+	var slow string
+	for attempt := 1; attempt <= 3; attempt++ {
+		comms := startShaped(t, memAt(t, 20e6), collective.NewUniformModel(n, 1e-4, 5e6), refreshing(2*time.Millisecond, 0.5))
+		time.Sleep(100 * time.Millisecond) // refreshes are under way
+		reprobe := func() *collective.Model {
+			commtest.OnAll(t, comms, func(c *Comm) error { return c.Reprobe(context.Background()) })
+			m := comms[0].Model()
+			for r, c := range comms {
+				require.Equal(t, m, c.Model(), "rank %d has another model", r)
+			}
+			return m
 		}
-		return m
-	}
-	during := reprobe()
-	for _, c := range comms {
-		c.w.stopRefresh()
-	}
-	alone := reprobe()
-	for i := 0; i < n; i++ {
-		for j := 0; j < n; j++ {
-			if i != j {
-				t.Logf("link %d->%d: %.3g B/s during the refreshes, %.3g alone", i, j, during.Bandwidth[i][j], alone.Bandwidth[i][j])
-				require.InEpsilon(t, alone.Bandwidth[i][j], during.Bandwidth[i][j], 0.15, "link %d->%d", i, j)
+		during := reprobe()
+		for _, c := range comms {
+			c.w.stopRefresh()
+		}
+		alone := reprobe()
+		slow = ""
+		for i := 0; i < n; i++ {
+			for j := 0; j < n; j++ {
+				if i != j {
+					t.Logf("attempt %d: link %d->%d: %.3g B/s during the refreshes, %.3g alone", attempt, i, j, during.Bandwidth[i][j], alone.Bandwidth[i][j])
+					if during.Bandwidth[i][j] < margin*alone.Bandwidth[i][j] {
+						slow += fmt.Sprintf(" link %d->%d: %.3g B/s during the refreshes, %.3g alone;", i, j, during.Bandwidth[i][j], alone.Bandwidth[i][j])
+					}
+				}
 			}
 		}
+		if slow == "" {
+			break
+		}
 	}
+	require.Empty(t, slow, "links slower during the refreshes than %.0f%% of alone in every run", 100*margin)
 }
 
 // A rank that crashes breaks the world: the others' refreshers stop (their
