@@ -35,6 +35,9 @@ type ModelFile struct {
 	// Cuts records the segment probe's tests (netprobe.CutProbe); what
 	// it found is in the model's segments.
 	Cuts []netprobe.CutProbe `json:"cuts,omitempty"`
+	// Flows are the fabric probe's flows, step by step
+	// (netprobe.FlowRecord): what each pair rate was inferred from.
+	Flows []netprobe.FlowRecord `json:"flows,omitempty"`
 }
 
 // ProbeCommand implements `hetbench probe`.
@@ -182,7 +185,7 @@ func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	PrintModel(stdout, res)
 	if *out != "" {
-		mf := ModelFile{Ranks: c.Size(), Model: res.Model, Offsets: res.Offsets, Seconds: res.Seconds, Reprobes: res.Reprobes, Cuts: res.Cuts}
+		mf := ModelFile{Ranks: c.Size(), Model: res.Model, Offsets: res.Offsets, Seconds: res.Seconds, Reprobes: res.Reprobes, Cuts: res.Cuts, Flows: res.Flows}
 		for _, h := range hosts {
 			mf.Hosts = append(mf.Hosts, string(h))
 		}
