@@ -452,13 +452,13 @@ func runFlows(ctx context.Context, p Port, plan *fabricPlan, cfg Config, buf []b
 // transfers, to all of them at once (a fan-out, or one flow): the round
 // trip of tiny messages (the smaller of the pings' and two of its own)
 // is taken off each transfer, since a ping that waited for a busy CPU
-// would flatter the rate. A quarter-size transfer warms the connections
-// up and sizes the transfers to take flowTime at the rate they show
-// (when largest is off by twice, or unknown), then three transfers of
-// that size to every peer at once. Each peer's rate is the size over its
-// median time (steadier on a busy machine than the fastest, which a
-// token bucket's burst or a late timer can flatter), and the aggregate
-// is every peer's size over the median time until the last ended.
+// would flatter the rate. Quarter-size transfers warm the connections
+// up and size each peer's transfer to take flowTime at the rate it shows,
+// then three transfers of those sizes to every peer at once. Each peer's
+// rate is its size over its median time (steadier on a busy machine than
+// the fastest, which a token bucket's burst or a late timer can flatter),
+// and the aggregate is the peers' sizes over the median time until the
+// last ended.
 func measureFlows(ctx context.Context, p Port, peers []int, cfg Config, buf []byte, largest int64, knownRTT []float64) (float64, []float64, error) {
 	k := len(peers)
 	rtt := make([]float64, k)
@@ -496,13 +496,16 @@ func measureFlows(ctx context.Context, p Port, peers []int, cfg Config, buf []by
 	}); err != nil {
 		return 0, nil, err
 	}
-	// send sends m bytes to every peer at once and returns each one's
-	// time and the time until the last ended.
-	send := func(m int64) ([]float64, float64, error) {
+	// send sends sizes[i] bytes to every peer i at once (none where 0)
+	// and returns each one's time and the time until the last ended.
+	send := func(sizes []int64) ([]float64, float64, error) {
 		ts := make([]float64, k)
 		err := each(func(i int) error {
+			if sizes[i] == 0 {
+				return nil
+			}
 			t0 := time.Now()
-			if err := p.Send(ctx, peers[i], tagData, buf[:m]); err != nil {
+			if err := p.Send(ctx, peers[i], tagData, buf[:sizes[i]]); err != nil {
 				return err
 			}
 			if _, err := p.Recv(ctx, peers[i], tagAck); err != nil {
@@ -526,27 +529,41 @@ func measureFlows(ctx context.Context, p Port, peers []int, cfg Config, buf []by
 		}
 		return min(max(int64(float64(m)/t*target), floor), maxBytes)
 	}
-	// Warm up on a quarter of the expected size, then grow at most 4x a
-	// transfer until one takes half the target: a small transfer rides a
-	// token bucket's burst and the socket buffers, and a size sized from
-	// it alone could take seconds on a slow link (and queue everything
-	// else this rank sends behind it).
-	m := largest / 4
-	for {
-		_, t, err := send(m)
+	// Warm up on a quarter of the expected size, then grow each peer's
+	// transfer at most 4x a time until each takes half the target: a
+	// small transfer rides a token bucket's burst and the socket
+	// buffers, and a size sized from it alone could take seconds on a
+	// slow link (and queue everything else this rank sends behind it).
+	// Each peer of a fan-out gets its own size, so that every flow takes
+	// about flowTime: sized alike, a flow to a fast receiver took a few
+	// milliseconds, and a token bucket's burst made it up to 16% faster
+	// than its NIC (racks32: 27.7 MB/s from a 25 MB/s NIC), which raised
+	// that receiver's ingress estimate; and the sender sat idle once the
+	// fast flows were over, which lowered the fan-out's aggregate.
+	// A peer sized is left out of the next warm-ups.
+	sizes, warm := make([]int64, k), make([]int64, k)
+	for i := range warm {
+		warm[i] = max(largest/4, 1)
+	}
+	for slices.Max(warm) > 0 {
+		ts, _, err := send(warm)
 		if err != nil {
 			return 0, nil, err
 		}
-		if t >= target/2 || m >= maxBytes {
-			largest = min(sizeFor(m, t), 4*m)
-			break
+		for i, t := range ts {
+			switch m := warm[i]; {
+			case m == 0:
+			case t >= target/2 || m >= maxBytes:
+				sizes[i], warm[i] = min(sizeFor(m, t), 4*m), 0
+			default:
+				warm[i] = min(4*m, maxBytes)
+			}
 		}
-		m = min(4*m, maxBytes)
 	}
 	times := make([][]float64, k)
 	var last []float64
 	for range 3 {
-		ts, t, err := send(largest)
+		ts, t, err := send(sizes)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -565,8 +582,10 @@ func measureFlows(ctx context.Context, p Port, peers []int, cfg Config, buf []by
 		return math.Inf(1)
 	}
 	rates := make([]float64, k)
+	var total int64
 	for i := range rates {
-		rates[i] = rate(largest, times[i])
+		rates[i] = rate(sizes[i], times[i])
+		total += sizes[i]
 	}
-	return rate(int64(k)*largest, last), rates, nil
+	return rate(total, last), rates, nil
 }
