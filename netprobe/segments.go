@@ -292,17 +292,17 @@ func complement(n int, side []int) []int {
 func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPair, cfg Config) ([][]collective.Segment, []CutProbe, error) {
 	n := f.Size()
 	type test struct {
-		pair               cutPair
-		cut                *CutProbe
-		x                  *collective.Exchange
-		bound              collective.FabricBound
-		ab, ba             float64 // what the first round's flows carry each way
-		seg                collective.Segment
-		segs               []collective.Segment
-		lowAB, lowBA       float64 // what the directions were seen to carry at least
-		remeasure          bool
-		x2                 *collective.Exchange
-		ab2, ba2, pAB, pBA float64
+		pair         cutPair
+		cut          *CutProbe
+		x            *collective.Exchange
+		bound        collective.FabricBound
+		ab, ba       float64 // what the first round's flows carry each way
+		seg          collective.Segment
+		segs         []collective.Segment
+		lowAB, lowBA float64 // what the directions were seen to carry at least
+		remeasure    bool
+		x2           *collective.Exchange
+		pAB, pBA     float64
 	}
 	tests := make([]*test, len(pairs))
 	of := make([]int, n) // the test each rank takes part in (-1: none)
@@ -375,7 +375,7 @@ func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPai
 		}
 		return nil
 	}
-	if err := share(true, func(t *test) ([]byte, error) { return judgeCut(t.cut, rows, f, t.ab, t.ba, t.pair.Rest) }); err != nil {
+	if err := share(true, func(t *test) ([]byte, error) { return judgeCut(t.cut, rows, f, t.x, t.pair.Rest) }); err != nil {
 		return nil, nil, err
 	}
 	// The next rounds scale every flow so that each direction takes
@@ -418,7 +418,6 @@ func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPai
 				}
 			}
 			t.x2 = x2
-			t.ab2, t.ba2 = across(x2, t.pair.A, t.pair.B), across(x2, t.pair.B, t.pair.A)
 			t.pAB, t.pBA = t.seg.AB, t.seg.BA
 		}
 		if !any {
@@ -432,7 +431,7 @@ func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPai
 			return nil, nil, err
 		}
 		if err := share(false, func(t *test) ([]byte, error) {
-			return remeasureCut(t.cut, t.seg, rows, f, t.ab2, t.ba2, t.pair.Rest)
+			return remeasureCut(t.cut, t.seg, rows, f, t.x2, t.pair.Rest)
 		}); err != nil {
 			return nil, nil, err
 		}
@@ -791,13 +790,50 @@ func firstStart(f *collective.Fabric, from, to []int) float64 {
 	return start
 }
 
+// carried is what the flows of x from the ranks of from into those of to
+// carried per second, from the arrivals at each rank of to (elapsed:
+// each rank's last, from the common start; start is taken off as the
+// flows' start-up): the most that the bytes of the first k ranks to be
+// done show over their time, for k from all of them down to one eighth
+// fewer. Each such prefix is a lower bound of what crossed (the ranks not
+// done yet carried bytes too), and the most of them does not wait for the
+// last rank or three of 24, which a busy machine can run late: the last
+// arrival alone made racks32's uplinks 10-48% low. The first arrivals do
+// not count alone: a rank that left the starting barrier late finds its
+// data already there and reports a time near 0.
+func carried(elapsed []float64, x *collective.Exchange, from, to []int, start float64) float64 {
+	type arrival struct{ t, bytes float64 }
+	var arr []arrival
+	for _, r := range to {
+		b := 0.0
+		for _, a := range from {
+			b += float64(x.Bytes[a][r])
+		}
+		if b > 0 {
+			arr = append(arr, arrival{elapsed[r], b})
+		}
+	}
+	slices.SortFunc(arr, func(a, b arrival) int { return cmpDesc(b.t, a.t) })
+	best, sum := 0.0, 0.0
+	first := len(arr) - len(arr)/8 // the fewest ranks a prefix counts
+	for k, a := range arr {
+		sum += a.bytes
+		if d := a.t - start; k+1 >= first && d > 0 {
+			best = max(best, sum/d)
+		}
+	}
+	return best
+}
+
 // judgeCut decides, at rank 0, from every rank's time, which directions
-// of the cut a segment limits, and encodes the result for the others. The
-// segment is between cut.A and rest (the ranks not in A; cut.B is the
+// of the cut a segment limits (the last arrival over Threshold times the
+// NIC bound), and encodes the result for the others; a limited
+// direction's capacity is what the flows of x carried across (carried).
+// The segment is between cut.A and rest (the ranks not in A; cut.B is the
 // part of them the flows went to). A direction not limited by a segment
 // gets the capacity the NICs of A and rest could feed it: then it never
 // binds.
-func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, acrossAB, acrossBA float64, rest []int) ([]byte, error) {
+func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.Exchange, rest []int) ([]byte, error) {
 	elapsed, paced, err := cutTimes(rows, f.Size())
 	if err != nil {
 		return nil, err
@@ -806,16 +842,19 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, acrossAB, acro
 	cut.AB, cut.BA = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
 	cut.Threshold = segmentThreshold(cut.Paced)
 	found := false
-	capOf := func(t float64, from, to []int, across, feedAll float64) float64 {
-		if start := firstStart(f, from, to); t > cut.Threshold*cut.Bound && t > start {
-			found = true
-			return across / (t - start)
+	capOf := func(t float64, from, to []int, feedAll float64) float64 {
+		start := firstStart(f, from, to)
+		if t > cut.Threshold*cut.Bound && t > start {
+			if c := carried(elapsed, x, from, to, start); c > 0 {
+				found = true
+				return min(c, feedAll)
+			}
 		}
 		return feedAll
 	}
 	seg := collective.Segment{Name: "cut", A: cut.A, B: rest}
-	seg.AB = capOf(cut.AB, cut.A, cut.B, acrossAB, feed(f, cut.A, rest))
-	seg.BA = capOf(cut.BA, cut.B, cut.A, acrossBA, feed(f, rest, cut.A))
+	seg.AB = capOf(cut.AB, cut.A, cut.B, feed(f, cut.A, rest))
+	seg.BA = capOf(cut.BA, cut.B, cut.A, feed(f, rest, cut.A))
 	var segs []collective.Segment
 	if found {
 		segs = []collective.Segment{seg}
@@ -824,22 +863,22 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, acrossAB, acro
 }
 
 // remeasureCut takes, at rank 0, the capacity of each direction the first
-// round found limited from the next round (acrossAB and acrossBA bytes
-// each way); rest is the segment's other side, as for judgeCut.
-func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *collective.Fabric, acrossAB, acrossBA float64, rest []int) ([]byte, error) {
+// round found limited from the next round (the flows of x, carried);
+// rest is the segment's other side, as for judgeCut.
+func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *collective.Fabric, x *collective.Exchange, rest []int) ([]byte, error) {
 	elapsed, _, err := cutTimes(rows, f.Size())
 	if err != nil {
 		return nil, err
 	}
 	cut.AB2, cut.BA2 = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
 	if fd := feed(f, cut.A, rest); seg.AB < fd {
-		if t := cut.AB2 - firstStart(f, cut.A, cut.B); t > 0 {
-			seg.AB = min(acrossAB/t, fd)
+		if c := carried(elapsed, x, cut.A, cut.B, firstStart(f, cut.A, cut.B)); c > 0 {
+			seg.AB = min(c, fd)
 		}
 	}
 	if fd := feed(f, rest, cut.A); seg.BA < fd {
-		if t := cut.BA2 - firstStart(f, cut.B, cut.A); t > 0 {
-			seg.BA = min(acrossBA/t, fd)
+		if c := carried(elapsed, x, cut.B, cut.A, firstStart(f, cut.B, cut.A)); c > 0 {
+			seg.BA = min(c, fd)
 		}
 	}
 	return encodeCut([]collective.Segment{seg}, cut)

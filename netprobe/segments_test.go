@@ -59,13 +59,13 @@ func TestCutExchangeSizing(t *testing.T) {
 func TestJudgeCut(t *testing.T) {
 	f := twoSwitches()
 	cut := &CutProbe{A: []int{0, 1}, B: []int{2, 3}}
-	_, _, err := cutExchange(f, cut, Config{SegmentTime: 150 * time.Millisecond}.withDefaults())
+	x, _, err := cutExchange(f, cut, Config{SegmentTime: 150 * time.Millisecond}.withDefaults())
 	require.NoError(t, err)
 	across := 4 * float64(cut.Bytes)
 
 	// a->b (received by 2 and 3) took 0.3 s: a segment of about half the
 	// NICs' rate; b->a ended at the bound.
-	out, err := judgeCut(cut, cutRows([]float64{0.16, 0.155, 0.3, 0.28}, true), f, across, across, cut.B)
+	out, err := judgeCut(cut, cutRows([]float64{0.16, 0.155, 0.3, 0.28}, true), f, x, cut.B)
 	require.NoError(t, err)
 	segs, got := decodeCut(t, out)
 	require.True(t, got.Paced)
@@ -81,17 +81,58 @@ func TestJudgeCut(t *testing.T) {
 	// Unpaced flows get more slack: 1.5x the bound is still the NICs.
 	cut2 := *cut
 	cut2.AB, cut2.BA = 0, 0
-	out, err = judgeCut(&cut2, cutRows([]float64{0.2, 0.2, 0.225, 0.2}, false), f, across, across, cut.B)
+	out, err = judgeCut(&cut2, cutRows([]float64{0.2, 0.2, 0.225, 0.2}, false), f, x, cut.B)
 	require.NoError(t, err)
 	segs, got = decodeCut(t, out)
 	require.False(t, got.Paced)
 	require.Empty(t, segs)
 
 	// A row no rank sends.
-	_, err = judgeCut(cut, [][]byte{{1, 2}, {}, {}, {}}, f, across, across, cut.B)
+	_, err = judgeCut(cut, [][]byte{{1, 2}, {}, {}, {}}, f, x, cut.B)
 	require.ErrorIs(t, err, ErrProtocol)
-	_, err = judgeCut(cut, [][]byte{{1, 2}}, f, across, across, cut.B)
+	_, err = judgeCut(cut, [][]byte{{1, 2}}, f, x, cut.B)
 	require.ErrorIs(t, err, ErrProtocol)
+}
+
+// TestCarried: a direction's capacity is the most that the ranks done
+// first show over their time, for all of them down to one eighth fewer,
+// so that a rank or three of 24 that a busy machine ran late do not set
+// it, and one that reports a time near 0 (it left the starting barrier
+// late) does not either; ranks that received nothing across do not count.
+func TestCarried(t *testing.T) {
+	const n = 26
+	x := &collective.Exchange{Bytes: make([][]int64, n)}
+	for i := range x.Bytes {
+		x.Bytes[i] = make([]int64, n)
+	}
+	// 0 and 1 send 0.5 MB to each of 2..25 (24 MB in all).
+	var to []int
+	for b := 2; b < n; b++ {
+		to = append(to, b)
+		x.Bytes[0][b], x.Bytes[1][b] = 500_000, 500_000
+	}
+	from := []int{0, 1}
+	elapsed := make([]float64, n)
+	for _, b := range to {
+		elapsed[b] = 0.2
+	}
+	require.InDelta(t, 24e6/0.199, carried(elapsed, x, from, to, 1e-3), 1, "arriving together, every rank counts")
+	// Three ranks late: the 21 others' 21 MB in 0.2 s.
+	elapsed[23], elapsed[24], elapsed[25] = 0.3, 0.5, 0.9
+	require.InDelta(t, 21e6/0.199, carried(elapsed, x, from, to, 1e-3), 1)
+	// Four late: a prefix leaves out three at most, so 21 MB by the
+	// fourth's 0.25 s.
+	elapsed[22] = 0.25
+	require.InDelta(t, 21e6/0.249, carried(elapsed, x, from, to, 1e-3), 1)
+	// One rank reports 0.001 s: it does not make a rate of its own.
+	elapsed[2] = 0.001
+	require.InDelta(t, 21e6/0.249, carried(elapsed, x, from, to, 1e-3), 1)
+	// Two ranks: both count, the last arrival decides.
+	require.InDelta(t, 2e6/0.899, carried(elapsed, x, from, []int{2, 25}, 1e-3), 1)
+	// Nothing sent the other way: nothing carried.
+	require.Zero(t, carried(elapsed, x, to, from, 0))
+	// A rank of to that received nothing from from does not count.
+	require.InDelta(t, 1e6/0.9, carried(elapsed, x, from, []int{25, 0}, 0), 1)
 }
 
 // TestCandidateCuts: hints first, then the cut of the pair rates, then the
