@@ -190,6 +190,51 @@ func TestFabricPlanFanAboveNIC(t *testing.T) {
 	require.False(t, pl.irrOut[0] || pl.irrIn[2], "0->2 is what rank 2's NIC takes")
 }
 
+// TestFabricPlanFlatteredReceiver: as on racks32 here, rank 0 (a 25
+// MB/s NIC) sent 11.98 and 11.43 MB/s to ranks 1 and 3 (12.5 MB/s NICs),
+// and rank 3 got 12.04 from rank 2 and, once, 12.78 from rank 1 (more
+// than its NIC). That flattered flow does not make rank 0 look limited by
+// its own egress (11.43 is within 10% of the 12.04 rank 3's other flows
+// show): rank 0 stays unsettled, and its pairs to faster receivers in
+// doubt, where before every one of them came out at 12, half its rate. A
+// flow faster than flattery makes is a faster far end, and settles.
+func TestFabricPlanFlatteredReceiver(t *testing.T) {
+	for _, c := range []struct {
+		top     float64
+		settled bool
+	}{{12.78, false}, {14.5, true}} {
+		pl := newFabricPlan(5, make([]int, 5), Config{}.withDefaults())
+		pl.Done([]flowItem{{A: 0, B: 1}, {A: 2, B: 3}}, []float64{11.98, 12.04}, nil)
+		pl.Done([]flowItem{{A: 2, B: 1}, {A: 0, B: 3}}, []float64{11.48, 11.43}, nil)
+		pl.Done([]flowItem{{A: 1, B: 3}, {A: 4, B: 2}}, []float64{c.top, 25}, nil)
+		require.Equal(t, c.top, pl.in[3], "rank 3's estimate is its best flow")
+		require.Equal(t, c.settled, pl.settledOut(0), "flow 1->3 at %v", c.top)
+		if !c.settled {
+			require.Contains(t, pl.inDoubt(), Pair{0, 2}, "rank 0 to a faster receiver is in doubt")
+		}
+	}
+}
+
+// TestFabricPlanFanAboveLoneNIC: flows alone from two fast senders
+// showed rank 3's ingress (12.17 and 12.07 MB/s); a flow of a fan-out
+// that read 14.22 into it (as on racks32 here) does not raise it, where
+// before every pair into rank 3 came out 14% high. With one such flow
+// alone, the fan-out's is what is known best, and counts.
+func TestFabricPlanFanAboveLoneNIC(t *testing.T) {
+	for _, c := range []struct {
+		lone []flowItem
+		want float64
+	}{{[]flowItem{{A: 0, B: 3}, {A: 1, B: 3}}, 12.17}, {[]flowItem{{A: 0, B: 3}}, 14.22}} {
+		pl := newFabricPlan(5, make([]int, 5), Config{}.withDefaults())
+		pl.Done([]flowItem{{A: 0, B: 4}, {A: 1, B: 2}}, []float64{48, 45}, nil)
+		for k, it := range c.lone {
+			pl.Done([]flowItem{it}, []float64{[]float64{12.17, 12.07}[k]}, nil)
+		}
+		pl.Done([]flowItem{{A: 2, B: 3, Fan: true}, {A: 2, B: 4, Fan: true}}, []float64{14.22, 10}, map[int]float64{2: 24.2})
+		require.Equal(t, c.want, pl.in[3], "%d flows alone into rank 3", len(c.lone))
+	}
+}
+
 // TestFabricPlanSwitch8: the NICs of switch8 (Mbit/s); every pair's rate
 // is min(egress, ingress), found in far fewer flows than pairs.
 func TestFabricPlanSwitch8(t *testing.T) {
