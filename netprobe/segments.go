@@ -56,6 +56,12 @@ type CutProbe struct {
 	// Threshold is the ratio to Bound above which a direction counts as
 	// limited by a segment.
 	Threshold float64 `json:"threshold"`
+	// Elapsed and Elapsed2 are the times in which the ranks of A, then
+	// those of B, received all they were sent, in the first round and in
+	// the last round that measured again (seconds from the common start):
+	// what the capacities were made of (carried).
+	Elapsed  []float64 `json:"elapsed,omitempty"`
+	Elapsed2 []float64 `json:"elapsed2,omitempty"`
 }
 
 // segmentThreshold is the ratio of the measured time to the NIC bound
@@ -756,6 +762,17 @@ func cutTimes(rows [][]byte, n int) ([]float64, bool, error) {
 	return elapsed, paced, nil
 }
 
+// inTest returns the times of the ranks of cut.A, then cut.B.
+func inTest(elapsed []float64, cut *CutProbe) []float64 {
+	var out []float64
+	for _, r := range slices.Concat(cut.A, cut.B) {
+		if r >= 0 && r < len(elapsed) {
+			out = append(out, elapsed[r])
+		}
+	}
+	return out
+}
+
 // lastArrival returns the latest time among the ranks of side.
 func lastArrival(elapsed []float64, side []int) float64 {
 	t := 0.0
@@ -839,6 +856,7 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.
 	}
 	cut.Paced = paced
 	cut.AB, cut.BA = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
+	cut.Elapsed = inTest(elapsed, cut)
 	cut.Threshold = segmentThreshold(cut.Paced)
 	found := false
 	capOf := func(t float64, from, to []int, feedAll float64) float64 {
@@ -870,6 +888,7 @@ func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *colle
 		return nil, err
 	}
 	cut.AB2, cut.BA2 = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
+	cut.Elapsed2 = inTest(elapsed, cut)
 	if fd := feed(f, cut.A, rest); seg.AB < fd {
 		if c := carried(elapsed, x, cut.A, cut.B, firstStart(f, cut.A, cut.B)); c > 0 {
 			seg.AB = min(c, fd)

@@ -72,6 +72,7 @@ func TestJudgeCut(t *testing.T) {
 	require.Equal(t, 0.3, got.AB)
 	require.Equal(t, 0.16, got.BA)
 	require.Equal(t, 1.25, got.Threshold)
+	require.Equal(t, []float64{0.16, 0.155, 0.3, 0.28}, got.Elapsed, "the ranks of A, then B")
 	require.Len(t, segs, 1)
 	require.Equal(t, []int{0, 1}, segs[0].A)
 	require.Equal(t, []int{2, 3}, segs[0].B)
