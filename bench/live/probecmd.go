@@ -112,7 +112,9 @@ Flags:
 	env = append(env, bootstrap.EnvProbe+"="+string(mode))
 	ctx, stop := interruptContext()
 	defer stop()
-	if err := lc.launch(ctx, env, []string{"probe-rank", "-out", outAbs}, stdout, stderr); err != nil {
+	// With -check and no -out, the model goes to a file of tmp, which is
+	// gone by the end: the ranks do not name it.
+	if err := lc.launch(ctx, env, []string{"probe-rank", "-out", outAbs, fmt.Sprintf("-say-out=%v", *out != "")}, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "hetbench probe:", err)
 		return bench.ExitError
 	}
@@ -148,6 +150,7 @@ func ReadModelFile(path string) (*ModelFile, error) {
 func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("probe-rank", flag.ContinueOnError)
 	out := fs.String("out", "", "")
+	sayOut := fs.Bool("say-out", true, "")
 	if err := fs.Parse(args); err != nil {
 		return bench.ExitUsage
 	}
@@ -194,7 +197,9 @@ func ProbeRankCommand(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "hetbench probe:", err)
 			return bench.ExitError
 		}
-		fmt.Fprintf(stdout, "# model written to %s\n", *out)
+		if *sayOut {
+			fmt.Fprintf(stdout, "# model written to %s\n", *out)
+		}
 	}
 	return bench.ExitOK
 }
