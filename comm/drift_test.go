@@ -44,7 +44,10 @@ func requireSlowLinkLearned(t *testing.T, comms []*Comm) {
 	for r, c := range comms {
 		require.Equal(t, m0, c.Model(), "rank %d has another model", r)
 	}
-	require.InEpsilon(t, 5e6, m0.Bandwidth[1][0], 0.3, "the slow link was learned")
+	// One-sided below: a busy machine slows the emulated link's transfers
+	// (it only ever reads slower); not learned, it would be 20 MB/s.
+	require.LessOrEqual(t, m0.Bandwidth[1][0], 1.3*5e6, "the slow link was learned")
+	require.GreaterOrEqual(t, m0.Bandwidth[1][0], 5e6/2, "the slow link was learned")
 	n := len(comms)
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {

@@ -63,8 +63,9 @@ func (p *burstPort) Bcast(ctx context.Context, root int, data []byte) ([]byte, e
 // the slow one, as before), the fast flow took 4 ms, its bucket refilled
 // while it waited for the slow one, and it read 1.33 times its rate here;
 // on racks32 a fan flow read 27.7 MB/s from a 25 MB/s NIC.
-// Load only slows the emulated links (late timers), so the upper bounds
-// hold on a busy machine.
+// A late timer lets a bucket refill, so the slow peer is held to what a
+// full bucket at every transfer gives (1.14 times its rate), which holds
+// on a busy machine; the fast peer's bucket is 3% of its transfer.
 func TestMeasureFlowsSizesEachPeer(t *testing.T) {
 	p := &burstPort{rate: []float64{0, 2e6, 30e6}, sizes: map[int][]int{}, tokens: map[int]float64{}, filled: map[int]time.Time{}}
 	cfg := Config{}.withDefaults()
@@ -75,12 +76,17 @@ func TestMeasureFlowsSizesEachPeer(t *testing.T) {
 	for k, peer := range []int{1, 2} {
 		want := p.rate[peer]
 		t.Logf("peer %d: %.3g B/s of %.3g, sizes %v", peer, rates[k], want, p.sizes[peer])
-		require.LessOrEqual(t, rates[k], 1.1*want, "peer %d: a burst flattered the flow", peer)
+		last := float64(p.sizes[peer][len(p.sizes[peer])-1])
+		// The most a bucket can give: full at the start of every transfer
+		// (a late timer lets it refill; 1% for the round trip taken off).
+		require.LessOrEqual(t, rates[k], 1.01*want*last/(last-p.burst(peer)), "peer %d: more than its bucket allows", peer)
 		require.GreaterOrEqual(t, rates[k], 0.5*want, "peer %d", peer)
-		last := p.sizes[peer][len(p.sizes[peer])-1]
-		require.LessOrEqual(t, float64(last), 1.3*want*flowTime.Seconds()+p.burst(peer),
+		require.LessOrEqual(t, last, 1.3*want*flowTime.Seconds()+p.burst(peer),
 			"peer %d: its transfers take about flowTime at its rate, not more", peer)
 	}
+	// The fast peer's transfers are long enough that its bucket adds
+	// little (sized alike it read 1.33 times its rate).
+	require.LessOrEqual(t, rates[1], 1.1*p.rate[2], "a burst flattered the fast flow")
 	// Each sized to its own rate (15 times apart; a late timer in the
 	// warm-up only makes a size smaller), not alike.
 	slow, fast := p.sizes[1][len(p.sizes[1])-1], p.sizes[2][len(p.sizes[2])-1]

@@ -944,16 +944,16 @@ func TestRailLendLease(t *testing.T) {
 
 // TestRailLendFailure: the lent rail fails while a Recv caller reads it;
 // the message it was waiting for arrives on the other rail.
+//
+// Nothing here waits for a delay that a busy machine can outlast: the
+// rail is lent by pings answered once b's Recv caller waits (lendOn), the
+// tick that gives an unread lent rail back is kept out of the way
+// (noTick), and the rail fails once b's Recv caller reads it.
 func TestRailLendFailure(t *testing.T) {
-	g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailMux}})
+	g := newRailRig(t, rigOptions{model: RailModel{Costs: twoRailCosts, Policy: RailMux}, modify: noTick})
 	ctx := testCtx(t)
-	echo := railEcho(g.a, time.Millisecond) // b's Recv caller waits for the answers
-	for range 5 {
-		require.NoError(t, g.b.Send(ctx, Header{Type: MsgEager}, []byte("ping")))
-		_, err := g.b.Recv(ctx)
-		require.NoError(t, err)
-	}
-	require.Equal(t, 0, lentRail(g.b))
+	require.Equal(t, 0, lendOn(t, g.b, g.a), "small messages come on rail 0")
+	echo := railEcho(g.a, 0)
 	got := make(chan error, 1)
 	go func() {
 		m, err := g.b.Recv(ctx)
@@ -962,7 +962,8 @@ func TestRailLendFailure(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // the Recv caller is reading rail 0
+	require.Eventually(t, func() bool { return callerReading(g.b) }, 10*time.Second, 100*time.Microsecond,
+		"b's Recv caller reads rail 0")
 	require.NoError(t, g.bLinks[0].Close())
 	ev := <-g.events
 	require.Equal(t, 0, ev.Rail)

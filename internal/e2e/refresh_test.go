@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hetcomm/hetcomm/bench/live"
 )
 
 // TestRefreshNetlab: the network changes under a running job. Four ranks
@@ -17,7 +19,9 @@ import (
 // and then idle with the background refresher on; after a while host 1's
 // NIC is re-shaped to send at 20 Mbit/s. The refresher measures the idle
 // links again, and every rank's model learns host 1's new rate (within
-// the drift threshold's 30%), leaving the other links alone. The job
+// 1.5x: load only makes a link read slower), leaving the other links
+// alone (within 2.5x of their shaping, what TestProbeNetlab holds a probe
+// on a busy machine to). The job
 // runs on for a few seconds after the links moved, so the test checks
 // where the model settles, not only the first proposal.
 func TestRefreshNetlab(t *testing.T) {
@@ -49,6 +53,11 @@ func TestRefreshNetlab(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &out), "stdout:\n%s", r.stdout)
 	t.Logf("learned in %.1f s after start-up:\ninitial %v\nfinal   %v", out.Seconds, out.Initial, out.Final)
 	require.Positive(t, out.Seconds, "the model never learned host 1's new rate")
+	// What a busy machine cannot explain (it only makes links read
+	// slower, 2x at worst seen): host 1's links learned their new rate
+	// (at most 1.5x above it, where they were 2.5x faster before), and
+	// every link is its shaping within 2.5x (TestProbeNetlab holds the
+	// probe to that too).
 	topo := lab.Topology
 	for i := range hosts {
 		for j := range hosts {
@@ -57,11 +66,13 @@ func TestRefreshNetlab(t *testing.T) {
 			}
 			a, b := topo.Hosts[i].NICs[0], topo.Hosts[j].NICs[0]
 			want := min(a.RateOut, b.RateIn) * 1e6 / 8
+			got := out.Final[i][j]
 			if i == 1 {
 				want = min(slowed, b.RateIn) * 1e6 / 8
+				require.LessOrEqual(t, got, 1.5*want, "link %d->%d: model %.3g B/s, shaped %.3g B/s", i, j, got, want)
 			}
-			got := out.Final[i][j]
-			require.InEpsilon(t, want, got, 0.3, "link %d->%d: model %.3g B/s, shaped %.3g B/s", i, j, got, want)
+			off := live.RateCheck{Got: got, Want: want}
+			require.LessOrEqual(t, off.Off(), 2.5, "link %d->%d: model %.3g B/s, shaped %.3g B/s", i, j, got, want)
 		}
 	}
 }
