@@ -428,8 +428,14 @@ func TestNewCommAfterPeerLeft(t *testing.T) {
 	require.Equal(t, 2, re.Rank)
 }
 
+// TestDupModelNowTimeout: a duplicate's messages are its own,
+// WithoutTimeout lifts OpTimeout, a sub-communicator's model is its rows
+// and columns, and Now runs on rank 0's clock. OpTimeout (300 ms) bounds
+// the Dup and the Recv on the duplicate too, so it leaves a busy machine
+// room (50 ms did not always); the late message comes well after it.
 func TestDupModelNowTimeout(t *testing.T) {
-	comms := startWorld(t, 3, "mem", func(c *Config) { c.OpTimeout = 50 * time.Millisecond })
+	const opTimeout = 300 * time.Millisecond
+	comms := startWorld(t, 3, "mem", func(c *Config) { c.OpTimeout = opTimeout })
 	ctx := context.Background()
 	dups := make([]*Comm, 3)
 	commtest.OnAll(t, comms, func(c *Comm) error {
@@ -448,7 +454,7 @@ func TestDupModelNowTimeout(t *testing.T) {
 
 	// WithoutTimeout lifts OpTimeout.
 	go func() {
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(3 * opTimeout)
 		comms[2].Send(ctx, 0, 5, []byte("late"))
 	}()
 	b, _, err = comms[0].Recv(WithoutTimeout(ctx), 2, 5)

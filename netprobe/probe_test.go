@@ -467,15 +467,26 @@ func TestProbeSampledPingsMemNetwork(t *testing.T) {
 					c.ProbeConfig.Hosts = append(c.ProbeConfig.Hosts, fmt.Sprintf("host%d", r))
 				}
 			})
+			// Sampled: the check pairs agree with the fit, so a sample of
+			// the pairs is pinged (each recorded by both its ranks). That is
+			// a bound, retried with the others: a busy machine (the race
+			// detector, 12 ranks in one process) can make the check pairs'
+			// latencies miss the fit, and then every pair is pinged.
+			// Per-pair delays do not fit: every pair is pinged, always.
 			every := func(res *netprobe.Result, m *collective.Model) {
-				if tc.sampled {
-					require.Less(t, len(res.Pairs), n*(n-1)/2, "a sample of the pairs pinged (each recorded by both its ranks)")
-				} else {
+				if !tc.sampled {
 					require.Len(t, res.Pairs, n*(n-1), "every pair pinged after the check failed")
 				}
 			}
-			requireProbed(t, comms, every, linkBounds(n, func(int, int) float64 { return 20e6 },
-				func(i, j int) float64 { return tc.delay(i, j).Seconds() }))
+			links := linkBounds(n, func(int, int) float64 { return 20e6 },
+				func(i, j int) float64 { return tc.delay(i, j).Seconds() })
+			requireProbed(t, comms, every, func(res *netprobe.Result, m *collective.Model) map[string]bound {
+				out := links(res, m)
+				if tc.sampled {
+					out["sampled pings"] = bound{len(res.Pairs) < n*(n-1)/2, fmt.Sprintf("%d pings recorded", len(res.Pairs))}
+				}
+				return out
+			})
 		})
 	}
 }

@@ -104,6 +104,7 @@ func helperMain(mode string, args []string) error {
 		if err != nil {
 			return err
 		}
+		bigReadBuffer(pc, 16<<20)
 		fmt.Println("ready")
 		seen := map[uint32]bool{}
 		buf := make([]byte, 2048)
