@@ -504,7 +504,14 @@ func TestRailCancelQueued(t *testing.T) {
 	first := railPayload(1, 1, 2<<20) // 100 ms at 20 MB/s
 	errc := make(chan error, 1)
 	go func() { errc <- g.a.Send(ctx, Header{Type: MsgRndvData, Seq: 1}, first) }()
-	time.Sleep(10 * time.Millisecond)
+	// The first message is on the wire once b has seen a part header of
+	// it (a delay could be outlasted by a busy machine): the second then
+	// waits behind its 100 ms.
+	require.Eventually(t, func() bool {
+		g.b.mu.Lock()
+		defer g.b.mu.Unlock()
+		return len(g.b.in) > 0
+	}, 10*time.Second, 100*time.Microsecond)
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	err := g.a.Send(short, Header{Type: MsgRndvData, Seq: 2}, railPayload(1, 2, 1<<20))
