@@ -319,24 +319,20 @@ func (pl *fabricPlan) loneIn(j int) bool {
 
 // sure is rank r's estimate est[r] (its pairs are pairs[r]; low, when
 // not nil, what it was seen to take at least) as far as more than one
-// flow shows it: when the flow that gives it stands out (standsOut: one
-// measurement, over 5% above each of the rank's other flows) by no more
-// than flattery does (flatters), the best of the others. The settling rules take a flow 10% slower than what its
-// far end reaches with others as limited by its near end: a flow that a
-// token bucket or a late timer flattered (on racks32 12.78 MB/s into a
-// 12.5 MB/s NIC whose other flows got 11.9-12.0) once made a 25 MB/s
-// sender that had sent 11.4 MB/s into it look settled at 12, and every
-// pair from it to a fast receiver came out at half its rate.
+// flow shows it: when the flow that gives it may be flattered
+// (flattered), the best of the others. The settling rules take a flow
+// 10% slower than what its far end reaches with others as limited by its
+// near end: a flow that a token bucket or a late timer flattered (on
+// racks32 12.78 MB/s into a 12.5 MB/s NIC whose other flows got
+// 11.9-12.0) once made a 25 MB/s sender that had sent 11.4 MB/s into it
+// look settled at 12, and every pair from it to a fast receiver came out
+// at half its rate.
 func (pl *fabricPlan) sure(r int, est []float64, pairs [][]Pair, low map[int]float64) float64 {
 	best, _ := pl.top(pairs[r])
-	if !pl.standsOut(best, pairs[r]) {
-		return est[r]
+	if others, ok := pl.flattered(best, pairs[r], low[r]); ok {
+		return others
 	}
-	v := max(low[r], pl.second(best, pairs[r]))
-	if pl.obs[best] > flatters*v {
-		return est[r] // a faster NIC than the others' far ends, not flattery
-	}
-	return v
+	return est[r]
 }
 
 // second is the best rate among pairs other than best.
@@ -351,10 +347,16 @@ func (pl *fabricPlan) second(best Pair, pairs []Pair) float64 {
 }
 
 // flattered tells whether best, a rank's best pair of pairs, may be a flow
-// that flattery made faster (flatters): it stands out (standsOut), by
-// less than flattery does.
-func (pl *fabricPlan) flattered(best Pair, pairs []Pair) bool {
-	return pl.standsOut(best, pairs) && pl.obs[best] <= flatters*pl.second(best, pairs)
+// that flattery made faster: it stands out (standsOut), but by no more
+// than flattery does (flatters) above the others, the best of the rank's
+// other pairs or floor (what the rank was seen to take at least), which
+// it returns. A flow that stands out by more met a faster far end.
+func (pl *fabricPlan) flattered(best Pair, pairs []Pair, floor float64) (others float64, ok bool) {
+	if !pl.standsOut(best, pairs) {
+		return 0, false
+	}
+	others = max(floor, pl.second(best, pairs))
+	return others, pl.obs[best] <= flatters*others
 }
 
 // flatters is the most that a token bucket's burst, a late timer or a
@@ -568,23 +570,26 @@ func (pl *fabricPlan) inDoubt() []Pair {
 	var out []Pair
 	again := map[Pair]bool{}
 	for r := 0; r < pl.n; r++ {
-		// An estimate that rests on one flow is measured again; so is
-		// the best flow of a rank not settled when that flow was
-		// measured once and stands above the rank's others (a token bucket that refilled while a starved
-		// rank waited flatters a slow link's flow: on racks32, 2.70 MB/s
-		// through two 2.5 MB/s NICs whose other flows got 2.33-2.47; the
-		// others were then never within 5% of that best, so neither
-		// rank settled and each of their pairs took a step of its own,
-		// 21 steps more).
-		// A best flow that may be flattered is measured again even where
-		// the rank is settled: the estimate is that flow (on racks32 a
+		// A rank's best flow is measured again (up to three times) when
+		// the rank is not settled and that flow is its only support or
+		// stands above its others (a token bucket that refilled while a
+		// starved rank waited flatters a slow link's flow: on racks32,
+		// 2.70 MB/s through two 2.5 MB/s NICs whose other flows got
+		// 2.33-2.47; neither rank then settled, and each of their pairs
+		// took a step of its own, 21 steps more); and, settled or not,
+		// when it may be flattered, since the estimate is that flow (a
 		// 20 Mbit/s rank's ingress rested on one flow at 2.75 MB/s, its
 		// others at 2.44, and every pair into it came out 13% high).
-		if d, ok := pl.topOut(r); ((!ok || pl.standsOut(d, pl.outs[r])) && !so[r] || pl.flattered(d, pl.outs[r])) && d.A >= 0 && pl.times[d] < 3 {
-			again[d] = true
-		}
-		if d, ok := pl.topIn(r); ((!ok || pl.standsOut(d, pl.ins[r])) && !si[r] || pl.flattered(d, pl.ins[r])) && d.A >= 0 && pl.times[d] < 3 {
-			again[d] = true
+		for _, side := range []struct {
+			top     func(int) (Pair, bool)
+			pairs   [][]Pair
+			settled []bool
+		}{{pl.topOut, pl.outs, so}, {pl.topIn, pl.ins, si}} {
+			d, ok := side.top(r)
+			_, flat := pl.flattered(d, side.pairs[r], 0)
+			if ((!ok || pl.standsOut(d, side.pairs[r])) && !side.settled[r] || flat) && d.A >= 0 && pl.times[d] < 3 {
+				again[d] = true
+			}
 		}
 	}
 	for d, ms := range pl.meas {
@@ -847,18 +852,20 @@ func (pl *fabricPlan) Done(items []flowItem, rates []float64, fans map[int]float
 // one flow that a token bucket or a late timer flattered. 0 with none
 // measured alone.
 func (pl *fabricPlan) confirmedLone(pairs []Pair) float64 {
-	var rs []float64
-	once := map[float64]bool{}
+	type lone struct {
+		r    float64
+		once bool
+	}
+	var ls []lone
 	for _, d := range pairs {
 		if pl.times[d] > 0 {
-			rs = append(rs, pl.obs[d])
-			once[pl.obs[d]] = once[pl.obs[d]] || pl.times[d] == 1
+			ls = append(ls, lone{pl.obs[d], pl.times[d] == 1})
 		}
 	}
-	slices.SortFunc(rs, cmpDesc)
-	for k, r := range rs {
-		if k+1 == len(rs) || !once[r] || rs[k+1]*settleTol >= r || r > flatters*rs[k+1] {
-			return r
+	slices.SortFunc(ls, func(a, b lone) int { return cmpDesc(a.r, b.r) })
+	for k, l := range ls {
+		if k+1 == len(ls) || !l.once || ls[k+1].r*settleTol >= l.r || l.r > flatters*ls[k+1].r {
+			return l.r
 		}
 	}
 	return 0
@@ -901,12 +908,7 @@ func (pl *fabricPlan) standsOut(best Pair, pairs []Pair) bool {
 	default:
 		return false
 	}
-	second := 0.0
-	for _, d := range pairs {
-		if d != best {
-			second = max(second, pl.obs[d])
-		}
-	}
+	second := pl.second(best, pairs)
 	return second > 0 && second*1.05 < pl.obs[best]
 }
 

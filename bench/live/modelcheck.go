@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/hetcomm/hetcomm/collective"
 	"github.com/hetcomm/hetcomm/internal/netlab"
@@ -94,6 +93,10 @@ func CheckModel(t *netlab.Topology, hosts []string, nic int, pairs bool, bw [][]
 		return c
 	}
 	used := make([]bool, len(segs))
+	sides := make([][2][]int, len(segs)) // each segment's sides, sorted
+	for i, sg := range segs {
+		sides[i] = [2][]int{slices.Sorted(slices.Values(sg.A)), slices.Sorted(slices.Values(sg.B))}
+	}
 	for k, bb := range t.Backbones {
 		sideA := backboneSide(t, k, nic)
 		var a, b []int
@@ -106,11 +109,11 @@ func CheckModel(t *netlab.Topology, hosts []string, nic int, pairs bool, bw [][]
 		}
 		found := -1
 		flip := false
-		for i, s := range segs {
+		for i, sd := range sides {
 			switch {
-			case slices.Equal(sorted(s.A), a) && slices.Equal(sorted(s.B), b):
+			case slices.Equal(sd[0], a) && slices.Equal(sd[1], b):
 				found = i
-			case slices.Equal(sorted(s.A), b) && slices.Equal(sorted(s.B), a):
+			case slices.Equal(sd[0], b) && slices.Equal(sd[1], a):
 				found, flip = i, true
 			}
 		}
@@ -134,13 +137,6 @@ func CheckModel(t *netlab.Topology, hosts []string, nic int, pairs bool, bw [][]
 		}
 	}
 	return c
-}
-
-// sorted returns a sorted copy of ranks.
-func sorted(ranks []int) []int {
-	s := slices.Clone(ranks)
-	sort.Ints(s)
-	return s
 }
 
 // backboneSide marks the hosts (by index) on backbone k's A side: those
