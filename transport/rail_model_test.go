@@ -227,7 +227,7 @@ func TestRailPlannerBacklog(t *testing.T) {
 
 func TestRailHeadRoundTrip(t *testing.T) {
 	h := railHead{Kind: railKindPart, Flags: railFlagAckReq, Rail: 3, CRC: 0xdeadbeef, Seq: 1<<40 + 7, Ack: 99,
-		Off: 1 << 20, Len: 1 << 20, Total: 3 << 20, Type: MsgRndvData, UFlags: 0xbeef, Comm: 7, Tag: -5, Parts: 3, USeq: 1 << 63}
+		Off: 1 << 20, Len: 1 << 20, Total: 3 << 20, Type: MsgRndvData, UFlags: 0xbeef, Comm: 7, Tag: -5, Parts: 3, USeq: 1 << 63, Gen: 0xfeed0002}
 	b := make([]byte, railHeadSize)
 	putRailHead(b, &h)
 	got, inline, err := decodeRailFrame(b, 1<<30)

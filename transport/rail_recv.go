@@ -20,7 +20,8 @@ const (
 type inPart struct {
 	off, n uint64
 	crc    uint32
-	rail   int // the rail whose copy is expected
+	rail   int    // the rail whose copy is expected
+	gen    uint32 // the sender's count of the part's moves, in that copy
 	inline bool
 	state  inState
 }
@@ -305,17 +306,22 @@ func (rs *RailSet) onPart(r *rail, outer *Header, h *railHead, inline []byte) er
 				return railFrameErr("overlapping part", h.Off, 0, ErrMalformed)
 			}
 		}
-		p = &inPart{off: h.Off, n: h.Len, crc: h.CRC, rail: r.idx, inline: isInline}
+		p = &inPart{off: h.Off, n: h.Len, crc: h.CRC, rail: r.idx, gen: h.Gen, inline: isInline}
 		m.parts = append(m.parts, p)
 	} else {
 		if p.n != h.Len || p.crc != h.CRC || p.inline != isInline {
 			return railFrameErr("re-sent part", h.Off, 0, ErrMalformed)
 		}
-		if p.state == inDone {
+		switch {
+		case h.Gen < p.gen:
+			// A copy the peer sent before it gave up on this rail, read
+			// after the copy it re-sent on another: this rail is the one
+			// abandoned, whatever became of the part.
+			return errRailSuperseded
+		case p.state == inDone:
 			return nil
-		}
-		if p.rail == r.idx {
-			return railFrameErr("part sent twice on one rail", h.Off, 0, ErrMalformed)
+		case h.Gen == p.gen || p.rail == r.idx:
+			return railFrameErr("part sent twice", h.Off, uint64(p.gen), ErrMalformed)
 		}
 		// The peer re-sent the part: it gave up on the rail that carried
 		// it. Take that rail down too and wait until its reader can no
@@ -334,7 +340,7 @@ func (rs *RailSet) onPart(r *rail, outer *Header, h *railHead, inline []byte) er
 		if p.state == inDone {
 			return nil
 		}
-		p.rail, p.state = r.idx, inAnnounced
+		p.rail, p.gen, p.state = r.idx, h.Gen, inAnnounced
 	}
 	if isInline {
 		if m.buf != nil {

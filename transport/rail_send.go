@@ -214,7 +214,7 @@ func (rs *RailSet) prepareLocked(r *rail, p *outPart) txJob {
 	p.state = partSending
 	m.inflight++
 	r.busy = true
-	head := railHead{Rail: uint16(r.idx), Seq: m.seq, Ack: rs.complete}
+	head := railHead{Rail: uint16(r.idx), Seq: m.seq, Ack: rs.complete, Gen: p.gen}
 	job := txJob{p: p, gen: p.gen}
 	if m.skip {
 		head.Kind = railKindSkip

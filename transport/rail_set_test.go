@@ -35,6 +35,7 @@ type rigOptions struct {
 	model  RailModel
 	allocB func(Header) []byte                         // b's upper Alloc
 	wrapA  func(rail int, l Link) Link                 // wraps a's links (sending side)
+	wrapB  func(rail int, l Link) Link                 // wraps b's links (receiving side)
 	modify func(side int, c *RailConfig)               // last word on each side's config
 	shapes []ShapeConfig                               // per rail, both directions
 	noHook bool                                        // do not route Alloc (parts are copied)
@@ -81,6 +82,9 @@ func newRailRig(t testing.TB, o rigOptions) *railRig {
 		require.NotNil(t, lb)
 		if o.wrapA != nil {
 			la = o.wrapA(i, la)
+		}
+		if o.wrapB != nil {
+			lb = o.wrapB(i, lb)
 		}
 		g.aLinks = append(g.aLinks, la)
 		g.bLinks = append(g.bLinks, lb)
@@ -459,6 +463,96 @@ func TestRailFailureMidStream(t *testing.T) {
 			require.Equal(t, "back", string(m.Payload))
 		})
 	}
+}
+
+// heldLink is a receiving link that holds back the first part header of
+// message seq it reads until release is closed: a reader the machine
+// starved, while another rail's reader went on.
+type heldLink struct {
+	Link
+	seq     uint64
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (l *heldLink) Recv(ctx context.Context) (Message, error) {
+	m, err := l.Link.Recv(ctx)
+	if err != nil || m.Header.Type != MsgRail {
+		return m, err
+	}
+	if h, _, e := decodeRailFrame(m.Payload, 1<<40); e == nil && h.Kind == railKindPart && h.Seq == l.seq {
+		l.once.Do(func() {
+			close(l.held)
+			<-l.release
+		})
+	}
+	return m, err
+}
+
+// TestRailLateOriginalAfterResend: the sender's rail fails after it sent a
+// part's header there, and b reads the part's re-sent copy on the other
+// rail before the original (b's reader of the failed rail was slow). The
+// original is stale: b must drop the failed rail, not the survivor that
+// carries the re-sent part (it dropped the survivor once, and with it the
+// whole link: "every rail failed").
+func TestRailLateOriginalAfterResend(t *testing.T) {
+	shapes := []ShapeConfig{{Rate: 40e6, Delay: time.Millisecond}, {Rate: 160e6, Delay: 100 * time.Microsecond}}
+	costs := []RailCost{{Latency: 1e-3, Bandwidth: 40e6}, {Latency: 100e-6, Bandwidth: 160e6}}
+	held := &heldLink{held: make(chan struct{}), release: make(chan struct{})}
+	g := newRailRig(t, rigOptions{model: RailModel{Costs: costs, Policy: RailAuto}, shapes: shapes,
+		wrapB: func(i int, l Link) Link {
+			if i != 1 {
+				return l
+			}
+			held.Link = l
+			return held
+		}})
+	ctx := testCtx(t)
+	big := railPayload(7, 7, 4<<20) // split over both rails
+	sent := make(chan error, 1)
+	go func() { sent <- g.a.Send(ctx, Header{Type: MsgRndvData, Seq: 5}, big) }()
+	<-held.held
+	require.NoError(t, g.aLinks[1].Close())
+	// Wait until b has the part re-sent on rail 0: its copy from rail 1 is
+	// still held.
+	resent := func() bool {
+		g.b.mu.Lock()
+		defer g.b.mu.Unlock()
+		if m := g.b.in[0]; m != nil {
+			for _, p := range m.parts {
+				if p.rail == 0 && p.gen > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for !resent() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("b never saw the part re-sent on rail 0")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(held.release)
+	m, err := g.b.Recv(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), m.Header.Seq)
+	require.True(t, bytes.Equal(big, m.Payload), "message corrupted")
+	require.NoError(t, <-sent)
+	st := g.b.Stats()
+	require.True(t, st[0].Alive, "b dropped the rail that carried the re-sent part: %v", st[0].Err)
+	require.False(t, st[1].Alive)
+	// Both directions still work on the survivor.
+	require.NoError(t, g.a.Send(ctx, Header{Type: MsgEager}, []byte("on")))
+	m, err = g.b.Recv(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "on", string(m.Payload))
+	require.NoError(t, g.b.Send(ctx, Header{Type: MsgEager}, []byte("back")))
+	m, err = g.a.Recv(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "back", string(m.Payload))
 }
 
 // TestRailAllFail: when every rail fails, the RailSet fails like a link.

@@ -72,6 +72,10 @@ type railHead struct {
 	Tag    int32
 	Parts  uint32 // number of parts of the message
 	USeq   uint64
+	// Gen counts the part's moves: 0 on its first rail, one more each
+	// time the sender re-sends it on another rail after its rail failed.
+	// A receiver that has a later copy knows an earlier one for stale.
+	Gen uint32
 }
 
 // putRailHead encodes h into b (at least railHeadSize bytes) with its
@@ -94,7 +98,7 @@ func putRailHead(b []byte, h *railHead) {
 	binary.BigEndian.PutUint32(b[56:], uint32(h.Tag))
 	binary.BigEndian.PutUint32(b[60:], h.Parts)
 	binary.BigEndian.PutUint64(b[64:], h.USeq)
-	binary.BigEndian.PutUint32(b[72:], 0)
+	binary.BigEndian.PutUint32(b[72:], h.Gen)
 	binary.BigEndian.PutUint32(b[76:], crc32c(b[:76]))
 }
 
@@ -104,7 +108,7 @@ func railFrameErr(field string, v, limit uint64, err error) error {
 
 // decodeRailFrame decodes the payload of a MsgRail frame: the rail header
 // and, for an inline part, its bytes (aliasing payload). It checks the
-// header checksum, the kind and flags, the reserved bytes, and that the
+// header checksum, the kind and flags, the reserved byte, and that the
 // part fits its message (offset + length <= total <= maxMsg, at most
 // MaxRails parts, no empty part in a non-empty message). It never
 // allocates. Errors are *FrameError wrapping ErrMalformed, ErrTooLarge or
@@ -133,11 +137,10 @@ func decodeRailFrame(payload []byte, maxMsg uint64) (railHead, []byte, error) {
 	h.Tag = int32(binary.BigEndian.Uint32(b[56:]))
 	h.Parts = binary.BigEndian.Uint32(b[60:])
 	h.USeq = binary.BigEndian.Uint64(b[64:])
+	h.Gen = binary.BigEndian.Uint32(b[72:])
 	switch {
 	case b[49] != 0:
 		return h, nil, railFrameErr("reserved0", uint64(b[49]), 0, ErrMalformed)
-	case binary.BigEndian.Uint32(b[72:]) != 0:
-		return h, nil, railFrameErr("reserved1", uint64(binary.BigEndian.Uint32(b[72:])), 0, ErrMalformed)
 	case h.Flags&^railFlagsKnown != 0:
 		return h, nil, railFrameErr("flags", uint64(h.Flags), 0, ErrMalformed)
 	case h.Rail >= MaxRails:
