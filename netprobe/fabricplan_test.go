@@ -330,6 +330,32 @@ func TestFabricPlanIrregularOneFlow(t *testing.T) {
 	require.True(t, pl.irrIn[3])
 }
 
+// TestFabricPlanDisagreeingBest: as on racks32 here, rank 2 (a 5 MB/s
+// NIC) sent 6.43 MB/s once (flattered) and then 4.54 to rank 3; its
+// other flows got 4.4-5.2. Two measurements that disagree confirm
+// nothing: the 6.43 (pairValue keeps the faster of two) is not what rank
+// 2 reaches, so its pairs are neither irregular nor measured again as if
+// they might be. Before, every pair from rank 2 was measured three times,
+// one a step, and then found irregular with every receiver it had (36
+// steps more, 26 s).
+func TestFabricPlanDisagreeingBest(t *testing.T) {
+	pl := newFabricPlan(6, make([]int, 6), Config{}.withDefaults())
+	pl.Done([]flowItem{{A: 0, B: 4}, {A: 1, B: 3}, {A: 4, B: 5}}, []float64{48, 24, 48}, nil)
+	pl.Done([]flowItem{{A: 2, B: 3}, {A: 5, B: 0}}, []float64{6.43, 48}, nil)
+	for _, r := range []float64{4.82, 5.18} {
+		pl.Done([]flowItem{{A: 2, B: 0}}, []float64{r}, nil)
+	}
+	for _, r := range []float64{4.8, 4.42, 4.6} {
+		pl.Done([]flowItem{{A: 2, B: 4, Doubt: true}}, []float64{r}, nil)
+	}
+	pl.Done([]flowItem{{A: 2, B: 3, Doubt: true}}, []float64{4.54}, nil)
+	require.Equal(t, 6.43, pl.obs[Pair{2, 3}], "the faster of two")
+	require.False(t, pl.irrOut[2] || pl.irrIn[4], "2->4 is what rank 2's NIC sends")
+	pl.Done([]flowItem{{A: 2, B: 5}}, []float64{4.7}, nil)
+	require.NotContains(t, pl.inDoubt(), Pair{2, 5}, "2->5 is not much slower than what rank 2 reaches")
+	require.Contains(t, pl.inDoubt(), Pair{2, 3}, "a third measurement decides 2->3")
+}
+
 // TestFabricPlanSwitch8: the NICs of switch8 (Mbit/s); every pair's rate
 // is min(egress, ingress), found in far fewer flows than pairs.
 func TestFabricPlanSwitch8(t *testing.T) {
