@@ -100,6 +100,8 @@ func TestJudgeCut(t *testing.T) {
 // so that a rank or three of 24 that a busy machine ran late do not set
 // it, and one that reports a time near 0 (it left the starting barrier
 // late) does not either; ranks that received nothing across do not count.
+// A rank not done yet counts for what its NIC could not have received
+// since.
 func TestCarried(t *testing.T) {
 	const n = 26
 	x := &collective.Exchange{Bytes: make([][]int64, n)}
@@ -117,23 +119,48 @@ func TestCarried(t *testing.T) {
 	for _, b := range to {
 		elapsed[b] = 0.2
 	}
-	require.InDelta(t, 24e6/0.199, carried(elapsed, x, from, to, 1e-3), 1, "arriving together, every rank counts")
+	// NICs of 1 GB/s: a rank not done yet may have received all of its
+	// data at the end, and counts for nothing before.
+	nic := func(int) float64 { return 1e9 }
+	require.InDelta(t, 24e6/0.199, carried(elapsed, x, from, to, 1e-3, nic), 1, "arriving together, every rank counts")
 	// Three ranks late: the 21 others' 21 MB in 0.2 s.
 	elapsed[23], elapsed[24], elapsed[25] = 0.3, 0.5, 0.9
-	require.InDelta(t, 21e6/0.199, carried(elapsed, x, from, to, 1e-3), 1)
+	require.InDelta(t, 21e6/0.199, carried(elapsed, x, from, to, 1e-3, nic), 1)
 	// Four late: a prefix leaves out three at most, so 21 MB by the
 	// fourth's 0.25 s.
 	elapsed[22] = 0.25
-	require.InDelta(t, 21e6/0.249, carried(elapsed, x, from, to, 1e-3), 1)
+	require.InDelta(t, 21e6/0.249, carried(elapsed, x, from, to, 1e-3, nic), 1)
 	// One rank reports 0.001 s: it does not make a rate of its own.
 	elapsed[2] = 0.001
-	require.InDelta(t, 21e6/0.249, carried(elapsed, x, from, to, 1e-3), 1)
+	require.InDelta(t, 21e6/0.249, carried(elapsed, x, from, to, 1e-3, nic), 1)
 	// Two ranks: both count, the last arrival decides.
-	require.InDelta(t, 2e6/0.899, carried(elapsed, x, from, []int{2, 25}, 1e-3), 1)
+	require.InDelta(t, 2e6/0.899, carried(elapsed, x, from, []int{2, 25}, 1e-3, nic), 1)
 	// Nothing sent the other way: nothing carried.
-	require.Zero(t, carried(elapsed, x, to, from, 0))
+	require.Zero(t, carried(elapsed, x, to, from, 0, nic))
 	// A rank of to that received nothing from from does not count.
-	require.InDelta(t, 1e6/0.9, carried(elapsed, x, from, []int{25, 0}, 0), 1)
+	require.InDelta(t, 1e6/0.9, carried(elapsed, x, from, []int{25, 0}, 0, nic), 1)
+
+	// Eight ranks: seven get 1 MB by 0.2 s, the eighth, with a 20 MB/s
+	// NIC, 3 MB by 0.25 s. It had at least 2 MB by 0.2 s, since it cannot
+	// have received more than 1 MB after: 9 MB by 0.2 s, 45 MB/s (the
+	// seven alone show 35, all eight 40).
+	y := &collective.Exchange{Bytes: make([][]int64, 10)}
+	for i := range y.Bytes {
+		y.Bytes[i] = make([]int64, 10)
+	}
+	var eight []int
+	at := make([]float64, 10)
+	for b := 2; b < 10; b++ {
+		eight = append(eight, b)
+		y.Bytes[0][b], at[b] = 1_000_000, 0.2
+	}
+	y.Bytes[0][9], at[9] = 3_000_000, 0.25
+	fast := func(int) float64 { return 20e6 }
+	require.InDelta(t, 9e6/0.2, carried(at, y, []int{0}, eight, 0, fast), 1)
+	// Later than its NIC explains (a rank the machine ran late), it
+	// counts for nothing until it is done.
+	at[9] = 0.5
+	require.InDelta(t, 7e6/0.2, carried(at, y, []int{0}, eight, 0, fast), 1)
 }
 
 // TestCandidateCuts: hints first, then the cut of the pair rates, then the
