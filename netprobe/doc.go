@@ -105,8 +105,13 @@
 // second round, paced to 1.2 times the capacity the first found, measures
 // it again (flows offered at twice a segment's rate lose packets, which
 // underrates it), and is offered 1.2 times more while the flows keep
-// their pace (three rounds at most). The segments go into the model's
-// Segments and every test into [Result].Cuts ([CutProbe]).
+// their pace (three rounds at most). Each flow goes as eight messages,
+// and a direction's capacity is the more of what crossed by the time all
+// but an eighth of its receivers were done (the most of any round) and
+// what crossed while every flow ran (the arrivals on rank 0's clock,
+// from an eighth of the bytes to half; the mean of the rounds). The
+// segments go into the model's Segments and every test into
+// [Result].Cuts ([CutProbe], with each round's two measures).
 //
 // # Node overheads and clocks
 //

@@ -356,6 +356,27 @@ func TestFabricPlanDisagreeingBest(t *testing.T) {
 	require.Contains(t, pl.inDoubt(), Pair{2, 3}, "a third measurement decides 2->3")
 }
 
+// TestFabricPlanUnconfirmed: as on racks32 here, rank 0 (a 2.5 MB/s NIC)
+// sent 2.63 MB/s to rank 3 once (flattered), then 2.39; its other flow
+// got 2.41. Two measurements more than 5% apart confirm nothing (as
+// standsOut counts them): 2.63, the faster of two, holds rank 0's
+// estimate up unconfirmed, and the pair is measured first among rank 0's
+// doubts.
+// Before, two measurements agreed within 10%, and a rank's pairs stayed
+// in doubt behind such a best, measured one a step (11 steps of one flow).
+func TestFabricPlanUnconfirmed(t *testing.T) {
+	pl := newFabricPlan(4, make([]int, 4), Config{}.withDefaults())
+	pl.Done([]flowItem{{A: 0, B: 3}, {A: 1, B: 2}, {A: 2, B: 1}, {A: 3, B: 0}}, []float64{2.63, 24, 24, 2.5}, nil)
+	require.True(t, pl.unconfirmed(Pair{0, 3}), "measured once")
+	pl.Done([]flowItem{{A: 0, B: 2}, {A: 1, B: 3}, {A: 3, B: 1}}, []float64{2.41, 24, 24}, nil)
+	pl.Done([]flowItem{{A: 0, B: 3}, {A: 2, B: 0}}, []float64{2.39, 2.5}, nil)
+	require.Equal(t, 2.63, pl.out[0], "the faster of two")
+	require.True(t, pl.unconfirmed(Pair{0, 3}), "2.63 and 2.39 disagree")
+	require.True(t, pl.holdsUp(Pair{0, 3}))
+	pl.Done([]flowItem{{A: 0, B: 2}}, []float64{2.45}, nil)
+	require.False(t, pl.unconfirmed(Pair{0, 2}), "2.41 and 2.45 agree")
+}
+
 // TestFabricPlanSwitch8: the NICs of switch8 (Mbit/s); every pair's rate
 // is min(egress, ingress), found in far fewer flows than pairs.
 func TestFabricPlanSwitch8(t *testing.T) {

@@ -242,7 +242,7 @@ func Probe(ctx context.Context, p Port, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	segs, cuts, err := probeSegments(ctx, p, res.Model, cfg)
+	segs, cuts, err := probeSegments(ctx, p, res.Model, res.Offsets, cfg)
 	if err == nil && cfg.Method != MethodPairwise {
 		capInferred(res, segs)
 	}

@@ -62,7 +62,32 @@ type CutProbe struct {
 	// what the capacities were made of (carried).
 	Elapsed  []float64 `json:"elapsed,omitempty"`
 	Elapsed2 []float64 `json:"elapsed2,omitempty"`
+	// Rounds has, for each round, what each direction (A to B, then B to
+	// A) carried: the prefixes of whole arrivals (carried) and while
+	// every flow ran (steadyRate), in bytes per second.
+	Rounds []CutRound `json:"rounds,omitempty"`
 }
+
+// CutRound is what one round of a segment test measured.
+type CutRound struct {
+	Carried [2]float64 `json:"carried"`
+	Steady  [2]float64 `json:"steady"`
+}
+
+// steady is direction dir's steady rate, or 0 when there is none or it
+// is more than 1.5 times what the round carried: such a round was
+// disturbed (on racks32, 132 MB/s through a 55 MB/s uplink, in a round
+// that carried 35: a rank the machine starved read at once what had
+// waited in its socket).
+func (r CutRound) steady(dir int) float64 {
+	if s := r.Steady[dir]; s <= 1.5*r.Carried[dir] {
+		return s
+	}
+	return 0
+}
+
+// best is the most the round shows direction dir carries.
+func (r CutRound) best(dir int) float64 { return max(r.Carried[dir], r.steady(dir)) }
 
 // segmentThreshold is the ratio of the measured time to the NIC bound
 // above which the cut is limited by something the NICs do not explain:
@@ -79,7 +104,7 @@ func segmentThreshold(paced bool) float64 {
 // (see candidateCuts) with concurrent flows across each in turn, and
 // returns the first one found, measured, with the probes it ran. It is
 // collective; every rank returns the same result.
-func probeSegments(ctx context.Context, p Port, m *collective.Model, cfg Config) ([]collective.Segment, []CutProbe, error) {
+func probeSegments(ctx context.Context, p Port, m *collective.Model, offsets []float64, cfg Config) ([]collective.Segment, []CutProbe, error) {
 	cfg = cfg.withDefaults()
 	if cfg.SegmentTime < 0 || p.Size() < 4 {
 		return nil, nil, nil
@@ -95,7 +120,7 @@ func probeSegments(ctx context.Context, p Port, m *collective.Model, cfg Config)
 			// (cutBatches), and every segment found kept.
 			var found []collective.Segment
 			for _, batch := range cutBatches(p.Size(), cuts) {
-				segs, cps, err := probeCuts(ctx, p, f, batch, cfg)
+				segs, cps, err := probeCuts(ctx, p, f, batch, offsets, cfg)
 				if err != nil {
 					return nil, nil, fmt.Errorf("netprobe: segment probe of %v: %w", batch[0].A, err)
 				}
@@ -111,7 +136,7 @@ func probeSegments(ctx context.Context, p Port, m *collective.Model, cfg Config)
 		}
 	}
 	for _, a := range candidateCuts(m, cfg.Cuts, cfg.Hosts) {
-		segs, cut, err := probeCut(ctx, p, f, a, cfg)
+		segs, cut, err := probeCut(ctx, p, f, a, offsets, cfg)
 		if err != nil {
 			return nil, nil, fmt.Errorf("netprobe: segment probe of %v: %w", a, err)
 		}
@@ -267,9 +292,9 @@ type cutPair struct {
 }
 
 // probeCut tests the cut between side and every other rank (probeCuts).
-func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, cfg Config) ([]collective.Segment, *CutProbe, error) {
+func probeCut(ctx context.Context, p Port, f *collective.Fabric, side []int, offsets []float64, cfg Config) ([]collective.Segment, *CutProbe, error) {
 	rest := complement(f.Size(), side)
-	segs, cuts, err := probeCuts(ctx, p, f, []cutPair{{A: side, B: rest, Rest: rest}}, cfg)
+	segs, cuts, err := probeCuts(ctx, p, f, []cutPair{{A: side, B: rest, Rest: rest}}, offsets, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -295,7 +320,7 @@ func complement(n int, side []int) []int {
 // packets, so the first round sees TCP's recovery as much as the segment,
 // which underrates it. It returns the segments found and the test of each
 // pair.
-func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPair, cfg Config) ([][]collective.Segment, []CutProbe, error) {
+func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPair, offsets []float64, cfg Config) ([][]collective.Segment, []CutProbe, error) {
 	n := f.Size()
 	type test struct {
 		pair         cutPair
@@ -307,6 +332,7 @@ func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPai
 		segs         []collective.Segment
 		lowAB, lowBA float64 // what the directions were seen to carry at least
 		remeasure    bool
+		limited      [2]bool // the directions (A to B, B to A) the first round found limited
 		x2           *collective.Exchange
 		pAB, pBA     float64
 	}
@@ -381,7 +407,7 @@ func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPai
 		}
 		return nil
 	}
-	if err := share(true, func(t *test) ([]byte, error) { return judgeCut(t.cut, rows, f, t.x, t.pair.Rest) }); err != nil {
+	if err := share(true, func(t *test) ([]byte, error) { return judgeCut(t.cut, rows, f, t.x, t.pair.Rest, offsets) }); err != nil {
 		return nil, nil, err
 	}
 	// The next rounds scale every flow so that each direction takes
@@ -399,6 +425,7 @@ func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPai
 		if t.remeasure = len(t.segs) > 0; t.remeasure {
 			t.seg = t.segs[0]
 			t.lowAB, t.lowBA = t.seg.AB, t.seg.BA
+			t.limited = [2]bool{t.seg.AB < feed(f, t.pair.A, t.pair.Rest), t.seg.BA < feed(f, t.pair.Rest, t.pair.A)}
 		}
 	}
 	for round := 0; round < cutRounds; round++ {
@@ -440,7 +467,7 @@ func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPai
 			return nil, nil, err
 		}
 		if err := share(false, func(t *test) ([]byte, error) {
-			return remeasureCut(t.cut, t.seg, rows, f, t.x2, t.pair.Rest)
+			return remeasureCut(t.cut, t.seg, rows, f, t.x2, t.pair.Rest, offsets)
 		}); err != nil {
 			return nil, nil, err
 		}
@@ -465,9 +492,46 @@ func probeCuts(ctx context.Context, p Port, f *collective.Fabric, pairs []cutPai
 	segs := make([][]collective.Segment, len(tests))
 	cuts := make([]CutProbe, len(tests))
 	for i, t := range tests {
+		if len(t.segs) > 0 {
+			// The directions the first round found limited get their
+			// capacity from every round (one that a disturbed round had
+			// raised to what the NICs feed stays limited).
+			seg := t.segs[0]
+			if t.limited[0] {
+				seg.AB = min(capacity(t.cut.Rounds, 0), feed(f, t.pair.A, t.pair.Rest))
+			}
+			if t.limited[1] {
+				seg.BA = min(capacity(t.cut.Rounds, 1), feed(f, t.pair.Rest, t.pair.A))
+			}
+			t.segs = []collective.Segment{seg}
+		}
 		segs[i], cuts[i] = t.segs, *t.cut
 	}
 	return segs, cuts, nil
+}
+
+// capacity is a limited direction's capacity (dir 0: A to B, 1: B to A)
+// from its rounds: the most that any round carried (a lower bound each),
+// or the mean of the steady rates (each an estimate, noisy on a busy
+// machine; CutRound.steady leaves out disturbed rounds), whichever is
+// more. Between rounds the most of either (CutRound.best) drives what
+// the next round offers; kept as the capacity, the most of three or four
+// steady rates had an uplink over 10% off (mostly high) in 12 of 20
+// probes of racks32, where this rule, recomputed from the same rounds,
+// had 3.
+func capacity(rounds []CutRound, dir int) float64 {
+	low, sum, k := 0.0, 0.0, 0
+	for _, r := range rounds {
+		low = max(low, r.Carried[dir])
+		if s := r.steady(dir); s > 0 {
+			sum += s
+			k++
+		}
+	}
+	if k > 0 {
+		low = max(low, sum/float64(k))
+	}
+	return low
 }
 
 // cutBatches groups the cuts between each of sides (disjoint groups of
@@ -583,16 +647,21 @@ func cutRound(ctx context.Context, p Port, size func(from, to int) int64, rate f
 			}
 		}()
 	}
-	elapsed, err := runCut(ctx, p, other, func(peer int) int64 { return size(me, peer) }, func(peer int) int64 { return size(peer, me) })
+	elapsed, arrivals, err := runCut(ctx, p, other, func(peer int) int64 { return size(me, peer) }, func(peer int) int64 { return size(peer, me) })
 	if err != nil {
 		return nil, err
 	}
-	var mine [9]byte
+	mine := make([]byte, cutRowHead+16*len(arrivals))
 	binary.LittleEndian.PutUint64(mine[:8], math.Float64bits(elapsed))
 	if paced {
 		mine[8] = 1
 	}
-	return p.Gather(ctx, 0, mine[:])
+	for k, a := range arrivals {
+		b := mine[cutRowHead+16*k:]
+		binary.LittleEndian.PutUint64(b, uint64(a.at))
+		binary.LittleEndian.PutUint64(b[8:], uint64(a.bytes))
+	}
+	return p.Gather(ctx, 0, mine)
 }
 
 // shareCuts runs judge at rank 0, which gives one verdict for each of
@@ -685,8 +754,10 @@ func cmpDesc(a, b float64) int {
 
 // runCut sends size bytes to every rank of other and receives as much
 // from each, all at once, and returns how long this rank took to receive
-// everything, from the barrier that starts every rank together.
-func runCut(ctx context.Context, p Port, other []int, sendSize, recvSize func(peer int) int64) (float64, error) {
+// everything, from the barrier that starts every rank together, and when
+// each chunk of what it received arrived (each flow is sent as
+// cutChunks messages; see chunkSizes).
+func runCut(ctx context.Context, p Port, other []int, sendSize, recvSize func(peer int) int64) (float64, []chunkArrival, error) {
 	var largest int64
 	for _, peer := range other {
 		largest = max(largest, sendSize(peer))
@@ -695,21 +766,25 @@ func runCut(ctx context.Context, p Port, other []int, sendSize, recvSize func(pe
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := p.Barrier(ctx); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*len(other))
 	var last time.Time
+	var arrivals []chunkArrival
 	var mu sync.Mutex
 	for _, peer := range other {
 		if sendSize(peer) > 0 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := p.Send(ctx, peer, tagCut, buf[:sendSize(peer)]); err != nil {
-					errs <- fmt.Errorf("sending to %d: %w", peer, err)
-					cancel()
+				for _, m := range chunkSizes(sendSize(peer)) {
+					if err := p.Send(ctx, peer, tagCut, buf[:m]); err != nil {
+						errs <- fmt.Errorf("sending to %d: %w", peer, err)
+						cancel()
+						return
+					}
 				}
 			}()
 		}
@@ -719,47 +794,134 @@ func runCut(ctx context.Context, p Port, other []int, sendSize, recvSize func(pe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := p.Recv(ctx, peer, tagCut)
-			if want := recvSize(peer); err == nil && int64(len(got)) != want {
-				err = fmt.Errorf("%w: %d bytes, want %d", ErrProtocol, len(got), want)
+			for _, want := range chunkSizes(recvSize(peer)) {
+				got, err := p.Recv(ctx, peer, tagCut)
+				if err == nil && int64(len(got)) != want {
+					err = fmt.Errorf("%w: a chunk of %d bytes, want %d", ErrProtocol, len(got), want)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("receiving from %d: %w", peer, err)
+					cancel()
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				arrivals = append(arrivals, chunkArrival{at: now.UnixNano(), bytes: want})
+				last = now
+				mu.Unlock()
 			}
-			if err != nil {
-				errs <- fmt.Errorf("receiving from %d: %w", peer, err)
-				cancel()
-				return
-			}
-			mu.Lock()
-			last = time.Now()
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if last.IsZero() {
-		return 0, nil // nothing to receive (a rank in no cut of the round)
+		return 0, nil, nil // nothing to receive (a rank in no cut of the round)
 	}
-	return last.Sub(start).Seconds(), nil
+	return last.Sub(start).Seconds(), arrivals, nil
 }
 
-// cutTimes parses the gathered rows: every rank's time and whether every
-// rank paced its flows.
-func cutTimes(rows [][]byte, n int) ([]float64, bool, error) {
+// cutChunks is how many messages a flow of the segment probe is sent as,
+// so that its receiver sees its bytes arrive over time.
+const cutChunks = 8
+
+// chunkSizes splits a flow of size bytes into the messages it is sent as:
+// cutChunks of them, none under 4 KiB (fewer for a small flow), the last
+// taking what is left.
+func chunkSizes(size int64) []int64 {
+	k := min(int64(cutChunks), max(size/(4<<10), 1))
+	out := make([]int64, k)
+	for i := range out {
+		out[i] = size / k
+	}
+	out[k-1] += size % k
+	return out
+}
+
+// chunkArrival is a chunk of a segment probe's flow received: when (the
+// receiver's clock, Unix nanoseconds) and how many bytes.
+type chunkArrival struct {
+	at, bytes int64
+}
+
+// cutRowHead is the size of a row of a segment probe round before its
+// chunk arrivals: the rank's time and whether it paced.
+const cutRowHead = 9
+
+// cutTimes parses the gathered rows: every rank's time, whether every
+// rank paced its flows, and the chunks each rank received.
+func cutTimes(rows [][]byte, n int) ([]float64, bool, [][]chunkArrival, error) {
 	if len(rows) != n {
-		return nil, false, fmt.Errorf("%w: segment probe has %d rows for %d ranks", ErrProtocol, len(rows), n)
+		return nil, false, nil, fmt.Errorf("%w: segment probe has %d rows for %d ranks", ErrProtocol, len(rows), n)
 	}
 	elapsed := make([]float64, n)
+	arrivals := make([][]chunkArrival, n)
 	paced := true
 	for r, row := range rows {
-		if len(row) != 9 {
-			return nil, false, fmt.Errorf("%w: segment probe row of rank %d has %d bytes", ErrProtocol, r, len(row))
+		if len(row) < cutRowHead || (len(row)-cutRowHead)%16 != 0 {
+			return nil, false, nil, fmt.Errorf("%w: segment probe row of rank %d has %d bytes", ErrProtocol, r, len(row))
 		}
 		elapsed[r] = math.Float64frombits(binary.LittleEndian.Uint64(row[:8]))
 		paced = paced && row[8] == 1
+		for b := row[cutRowHead:]; len(b) > 0; b = b[16:] {
+			a := chunkArrival{at: int64(binary.LittleEndian.Uint64(b)), bytes: int64(binary.LittleEndian.Uint64(b[8:]))}
+			if a.bytes <= 0 {
+				return nil, false, nil, fmt.Errorf("%w: segment probe row of rank %d has a chunk of %d bytes", ErrProtocol, r, a.bytes)
+			}
+			arrivals[r] = append(arrivals[r], a)
+		}
 	}
-	return elapsed, paced, nil
+	return elapsed, paced, arrivals, nil
+}
+
+// steadyRate is what crossed into the ranks of to per second while
+// every flow ran: the bytes of the chunks that arrived after the first
+// eighth of all the bytes had and until half had, over that time.
+// Arrival times are put on one clock, rank 0's (offsets[r] is added to
+// rank r's), so that ranks that left the starting barrier at different
+// times do not skew it (an estimate from each rank's time since the
+// barrier read up to 16% high). It leaves out the flows' start-up and
+// their second half, where flows end and fewer than the segment carries
+// are left (the ranks done first, or a rank that a busy machine ran
+// late), and where a receiver that the machine starved reads what waited
+// in its socket at once: on racks32 the window from a sixth to five
+// sixths read 5% above what the uplinks carry, the second half higher
+// still, the prefixes of whole arrivals (carried) 10-18% below in one
+// probe in five. 0 when it cannot tell: no offsets, or fewer than 16
+// chunks.
+func steadyRate(arrivals [][]chunkArrival, to []int, offsets []float64) float64 {
+	type ev struct{ t, bytes float64 }
+	var evs []ev
+	total := 0.0
+	for _, r := range to {
+		if r >= len(offsets) || r >= len(arrivals) {
+			return 0
+		}
+		for _, a := range arrivals[r] {
+			evs = append(evs, ev{float64(a.at)/1e9 + offsets[r], float64(a.bytes)})
+			total += float64(a.bytes)
+		}
+	}
+	if len(evs) < 16 {
+		return 0
+	}
+	slices.SortFunc(evs, func(a, b ev) int { return cmpDesc(b.t, a.t) })
+	sum, lo, loT := 0.0, -1.0, 0.0
+	for _, e := range evs {
+		sum += e.bytes
+		switch {
+		case lo < 0 && sum >= total/8:
+			lo, loT = sum, e.t
+		case lo >= 0 && sum >= total/2:
+			if d := e.t - loT; d > 0 {
+				return (sum - lo) / d
+			}
+			return 0
+		}
+	}
+	return 0
 }
 
 // inTest returns the times of the ranks of cut.A, then cut.B.
@@ -852,6 +1014,15 @@ func carried(elapsed []float64, x *collective.Exchange, from, to []int, start fl
 	return best
 }
 
+// measureRound is what the flows of x carried each way across cut in a
+// round whose ranks took elapsed and received arrivals.
+func measureRound(elapsed []float64, arrivals [][]chunkArrival, x *collective.Exchange, f *collective.Fabric, cut *CutProbe, offsets []float64) CutRound {
+	return CutRound{
+		Carried: [2]float64{carried(elapsed, x, cut.A, cut.B, firstStart(f, cut.A, cut.B), f.In), carried(elapsed, x, cut.B, cut.A, firstStart(f, cut.B, cut.A), f.In)},
+		Steady:  [2]float64{steadyRate(arrivals, cut.B, offsets), steadyRate(arrivals, cut.A, offsets)},
+	}
+}
+
 // judgeCut decides, at rank 0, from every rank's time, which directions
 // of the cut a segment limits (the last arrival over Threshold times the
 // NIC bound), and encodes the result for the others; a limited
@@ -860,8 +1031,8 @@ func carried(elapsed []float64, x *collective.Exchange, from, to []int, start fl
 // part of them the flows went to). A direction not limited by a segment
 // gets the capacity the NICs of A and rest could feed it: then it never
 // binds.
-func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.Exchange, rest []int) ([]byte, error) {
-	elapsed, paced, err := cutTimes(rows, f.Size())
+func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.Exchange, rest []int, offsets []float64) ([]byte, error) {
+	elapsed, paced, arrivals, err := cutTimes(rows, f.Size())
 	if err != nil {
 		return nil, err
 	}
@@ -870,10 +1041,12 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.
 	cut.Elapsed = inTest(elapsed, cut)
 	cut.Threshold = segmentThreshold(cut.Paced)
 	found := false
-	capOf := func(t float64, from, to []int, feedAll float64) float64 {
+	round := measureRound(elapsed, arrivals, x, f, cut, offsets)
+	cut.Rounds = append(cut.Rounds, round)
+	capOf := func(t float64, from, to []int, feedAll float64, dir int) float64 {
 		start := firstStart(f, from, to)
 		if t > cut.Threshold*cut.Bound && t > start {
-			if c := carried(elapsed, x, from, to, start, f.In); c > 0 {
+			if c := round.best(dir); c > 0 {
 				found = true
 				return min(c, feedAll)
 			}
@@ -881,8 +1054,8 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.
 		return feedAll
 	}
 	seg := collective.Segment{Name: "cut", A: cut.A, B: rest}
-	seg.AB = capOf(cut.AB, cut.A, cut.B, feed(f, cut.A, rest))
-	seg.BA = capOf(cut.BA, cut.B, cut.A, feed(f, rest, cut.A))
+	seg.AB = capOf(cut.AB, cut.A, cut.B, feed(f, cut.A, rest), 0)
+	seg.BA = capOf(cut.BA, cut.B, cut.A, feed(f, rest, cut.A), 1)
 	var segs []collective.Segment
 	if found {
 		segs = []collective.Segment{seg}
@@ -893,20 +1066,22 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.
 // remeasureCut takes, at rank 0, the capacity of each direction the first
 // round found limited from the next round (the flows of x, carried);
 // rest is the segment's other side, as for judgeCut.
-func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *collective.Fabric, x *collective.Exchange, rest []int) ([]byte, error) {
-	elapsed, _, err := cutTimes(rows, f.Size())
+func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *collective.Fabric, x *collective.Exchange, rest []int, offsets []float64) ([]byte, error) {
+	elapsed, _, arrivals, err := cutTimes(rows, f.Size())
 	if err != nil {
 		return nil, err
 	}
 	cut.AB2, cut.BA2 = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
 	cut.Elapsed2 = inTest(elapsed, cut)
+	round := measureRound(elapsed, arrivals, x, f, cut, offsets)
+	cut.Rounds = append(cut.Rounds, round)
 	if fd := feed(f, cut.A, rest); seg.AB < fd {
-		if c := carried(elapsed, x, cut.A, cut.B, firstStart(f, cut.A, cut.B), f.In); c > 0 {
+		if c := round.best(0); c > 0 {
 			seg.AB = min(c, fd)
 		}
 	}
 	if fd := feed(f, rest, cut.A); seg.BA < fd {
-		if c := carried(elapsed, x, cut.B, cut.A, firstStart(f, cut.B, cut.A), f.In); c > 0 {
+		if c := round.best(1); c > 0 {
 			seg.BA = min(c, fd)
 		}
 	}

@@ -65,7 +65,7 @@ func TestJudgeCut(t *testing.T) {
 
 	// a->b (received by 2 and 3) took 0.3 s: a segment of about half the
 	// NICs' rate; b->a ended at the bound.
-	out, err := judgeCut(cut, cutRows([]float64{0.16, 0.155, 0.3, 0.28}, true), f, x, cut.B)
+	out, err := judgeCut(cut, cutRows([]float64{0.16, 0.155, 0.3, 0.28}, true), f, x, cut.B, nil)
 	require.NoError(t, err)
 	segs, got := decodeCut(t, out)
 	require.True(t, got.Paced)
@@ -82,16 +82,16 @@ func TestJudgeCut(t *testing.T) {
 	// Unpaced flows get more slack: 1.5x the bound is still the NICs.
 	cut2 := *cut
 	cut2.AB, cut2.BA = 0, 0
-	out, err = judgeCut(&cut2, cutRows([]float64{0.2, 0.2, 0.225, 0.2}, false), f, x, cut.B)
+	out, err = judgeCut(&cut2, cutRows([]float64{0.2, 0.2, 0.225, 0.2}, false), f, x, cut.B, nil)
 	require.NoError(t, err)
 	segs, got = decodeCut(t, out)
 	require.False(t, got.Paced)
 	require.Empty(t, segs)
 
 	// A row no rank sends.
-	_, err = judgeCut(cut, [][]byte{{1, 2}, {}, {}, {}}, f, x, cut.B)
+	_, err = judgeCut(cut, [][]byte{{1, 2}, {}, {}, {}}, f, x, cut.B, nil)
 	require.ErrorIs(t, err, ErrProtocol)
-	_, err = judgeCut(cut, [][]byte{{1, 2}}, f, x, cut.B)
+	_, err = judgeCut(cut, [][]byte{{1, 2}}, f, x, cut.B, nil)
 	require.ErrorIs(t, err, ErrProtocol)
 }
 
@@ -263,4 +263,87 @@ func TestCutBatches(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestChunkSizes: a flow goes as up to cutChunks messages of 4 KiB or
+// more that add up to it.
+func TestChunkSizes(t *testing.T) {
+	for _, c := range []struct {
+		size int64
+		want []int64
+	}{
+		{1, []int64{1}},
+		{8 << 10, []int64{4 << 10, 4 << 10}},
+		{10_001, []int64{5000, 5001}},
+		{1 << 20, []int64{128 << 10, 128 << 10, 128 << 10, 128 << 10, 128 << 10, 128 << 10, 128 << 10, 128 << 10}},
+	} {
+		require.Equal(t, c.want, chunkSizes(c.size), "%d bytes", c.size)
+	}
+	sizes := chunkSizes(1<<20 + 7)
+	require.Len(t, sizes, cutChunks)
+	require.Equal(t, int64(128<<10+7), sizes[cutChunks-1], "the last takes the rest")
+}
+
+// TestSteadyRate: ranks 2 and 3 each receive 1 MB a second in chunks of
+// 10 kB (2 MB/s together), but rank 3's clock is half a second behind;
+// its offset puts its arrivals on rank 0's clock. The first
+// eighth and the second half of the bytes do not count: a late burst
+// (a starved rank reading all that waited at once) changes nothing.
+func TestSteadyRate(t *testing.T) {
+	arrivals := make([][]chunkArrival, 4)
+	base := int64(1_000_000_000_000)
+	for k := range 100 {
+		at := base + int64(k)*10_000_000 // every 10 ms
+		arrivals[2] = append(arrivals[2], chunkArrival{at: at, bytes: 10_000})
+		arrivals[3] = append(arrivals[3], chunkArrival{at: at - 500_000_000, bytes: 10_000})
+	}
+	offsets := []float64{0, 0, 0, 0.5}
+	require.InEpsilon(t, 2e6, steadyRate(arrivals, []int{2, 3}, offsets), 0.03)
+	// Without the offsets rank 3's bytes seem to arrive first, alone.
+	require.Less(t, steadyRate(arrivals, []int{2, 3}, []float64{0, 0, 0, 0}), 1.6e6)
+	// A burst after the first half changes nothing.
+	last := arrivals[2][len(arrivals[2])-1].at
+	for range 50 {
+		arrivals[2] = append(arrivals[2], chunkArrival{at: last + 1000, bytes: 10_000})
+	}
+	require.InEpsilon(t, 2e6, steadyRate(arrivals, []int{2, 3}, offsets), 0.03)
+	// It cannot tell without offsets, or with few chunks.
+	require.Zero(t, steadyRate(arrivals, []int{2, 3}, nil))
+	few := [][]chunkArrival{nil, nil, arrivals[2][:8], arrivals[3][:7]}
+	require.Zero(t, steadyRate(few, []int{2, 3}, offsets))
+}
+
+// TestCapacity: the most any round carried, or the mean of the steady
+// rates, without one more than 1.5 times what its round carried.
+func TestCapacity(t *testing.T) {
+	rounds := []CutRound{
+		{Carried: [2]float64{50, 40}, Steady: [2]float64{55, 0}},
+		{Carried: [2]float64{35, 44}, Steady: [2]float64{132, 0}}, // disturbed
+		{Carried: [2]float64{52, 41}, Steady: [2]float64{53, 0}},
+	}
+	require.Equal(t, 54.0, capacity(rounds, 0))
+	require.Equal(t, 44.0, capacity(rounds, 1), "no steady rate: what the rounds carried")
+	rounds[0].Steady[0], rounds[2].Steady[0] = 45, 47
+	require.Equal(t, 52.0, capacity(rounds, 0), "a lower bound stands")
+}
+
+// TestCutTimesArrivals: rows carry each rank's chunks; a row cut short or
+// a chunk of no bytes is a protocol error.
+func TestCutTimesArrivals(t *testing.T) {
+	rows := cutRows([]float64{0.1, 0.2}, true)
+	rec := make([]byte, 16)
+	binary.LittleEndian.PutUint64(rec, 12345)
+	binary.LittleEndian.PutUint64(rec[8:], 4096)
+	rows[1] = append(rows[1], rec...)
+	elapsed, paced, arr, err := cutTimes(rows, 2)
+	require.NoError(t, err)
+	require.True(t, paced)
+	require.Equal(t, []float64{0.1, 0.2}, elapsed)
+	require.Equal(t, [][]chunkArrival{nil, {{at: 12345, bytes: 4096}}}, arr)
+	rows[1] = rows[1][:len(rows[1])-1]
+	_, _, _, err = cutTimes(rows, 2)
+	require.ErrorIs(t, err, ErrProtocol)
+	rows[1] = append(cutRows([]float64{0.2}, true)[0], make([]byte, 16)...)
+	_, _, _, err = cutTimes(rows, 2)
+	require.ErrorIs(t, err, ErrProtocol)
 }
