@@ -706,13 +706,13 @@ func (pl *fabricPlan) doubts() []flowItem {
 			}
 		}
 	}
-	// A pair that gives one of its ends its estimate goes first: a rank
-	// takes one flow a step, and while a fan-out's flow, or a flow
-	// measured once, that flattery may have made faster holds the
-	// estimate up, every other pair of the rank looks limited by its far
-	// end and stays in doubt (on racks32 a 50 Mbit/s receiver's pairs
-	// took a step each, nine in all, before the fan-out's flow that
-	// held it up was measured alone).
+	// A pair that gives one of its ends its estimate, unconfirmed, goes
+	// first (holdsUp): a rank takes one flow a step, and while a
+	// fan-out's flow or a flow alone that flattery may have made faster
+	// holds the estimate up, every other pair of the rank looks limited
+	// by its far end and stays in doubt (on racks32 a 50 Mbit/s
+	// receiver's pairs took a step each, nine in all, before the
+	// fan-out's flow that held it up was measured alone).
 	slices.SortStableFunc(doubt, func(x, y Pair) int {
 		return b2i(pl.holdsUp(y)) - b2i(pl.holdsUp(x))
 	})
@@ -894,9 +894,9 @@ func (pl *fabricPlan) lone() (out, in []float64) {
 }
 
 // confirmedLone is the best rate of the pairs measured alone, except
-// that a best that no second measurement confirms (measured once, or
-// twice with the two apart by more than settleTol, and no other pair
-// within settleTol below it) and that stands above the next by
+// that a best that no second measurement confirms (unconfirmed: measured
+// once, or twice more than 5% apart; and no other pair within settleTol
+// below it) and that stands above the next by
 // no more than flattery does (flatters) gives way to the next: it may be
 // one flow that a token bucket or a late timer flattered. 0 with none
 // measured alone.
@@ -908,8 +908,8 @@ func (pl *fabricPlan) confirmedLone(pairs []Pair) float64 {
 	var ls []lone
 	for _, d := range pairs {
 		if pl.times[d] > 0 {
-			// Two measurements that disagree (a third decides) confirm
-			// nothing: pairValue takes the faster, which may be the
+			// Two measurements that disagree confirm nothing:
+			// pairValue takes the faster, which may be the
 			// flattered one (on racks32, 6.43 then 4.54 MB/s from a 5
 			// MB/s NIC, whose every pair then looked irregular: 36
 			// steps more, 26 s).
