@@ -889,14 +889,14 @@ func cutTimes(rows [][]byte, n int) ([]float64, bool, [][]chunkArrival, error) {
 // in its socket at once: on racks32 the window from a sixth to five
 // sixths read 5% above what the uplinks carry, the second half higher
 // still, the prefixes of whole arrivals (carried) 10-18% below in one
-// probe in five. 0 when it cannot tell: no offsets, or fewer than 16
-// chunks.
+// probe in five. 0 when it cannot tell: no offsets (or one that is not
+// finite), or fewer than 16 chunks.
 func steadyRate(arrivals [][]chunkArrival, to []int, offsets []float64) float64 {
 	type ev struct{ t, bytes float64 }
 	var evs []ev
 	total := 0.0
 	for _, r := range to {
-		if r >= len(offsets) || r >= len(arrivals) {
+		if r >= len(offsets) || r >= len(arrivals) || math.IsNaN(offsets[r]) || math.IsInf(offsets[r], 0) {
 			return 0
 		}
 		for _, a := range arrivals[r] {
@@ -915,7 +915,7 @@ func steadyRate(arrivals [][]chunkArrival, to []int, offsets []float64) float64 
 		case lo < 0 && sum >= total/8:
 			lo, loT = sum, e.t
 		case lo >= 0 && sum >= total/2:
-			if d := e.t - loT; d > 0 {
+			if d := e.t - loT; d > 0 && !math.IsInf((sum-lo)/d, 0) {
 				return (sum - lo) / d
 			}
 			return 0

@@ -309,6 +309,7 @@ func TestSteadyRate(t *testing.T) {
 	require.InEpsilon(t, 2e6, steadyRate(arrivals, []int{2, 3}, offsets), 0.03)
 	// It cannot tell without offsets, or with few chunks.
 	require.Zero(t, steadyRate(arrivals, []int{2, 3}, nil))
+	require.Zero(t, steadyRate(arrivals, []int{2, 3}, []float64{0, 0, 0, math.NaN()}))
 	few := [][]chunkArrival{nil, nil, arrivals[2][:8], arrivals[3][:7]}
 	require.Zero(t, steadyRate(few, []int{2, 3}, offsets))
 }
