@@ -717,10 +717,16 @@ func (pl *fabricPlan) doubts() []flowItem {
 	// by its far end and stays in doubt (on racks32 a 50 Mbit/s
 	// receiver's pairs took a step each, nine in all, before the
 	// fan-out's flow that held it up was measured alone).
-	slices.SortStableFunc(doubt, func(x, y Pair) int {
-		return b2i(pl.holdsUp(y)) - b2i(pl.holdsUp(x))
-	})
+	first := make([]Pair, 0, len(doubt))
+	var rest []Pair
 	for _, d := range doubt {
+		if pl.holdsUp(d) {
+			first = append(first, d)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	for _, d := range append(first, rest...) {
 		if s.fits(d.A, d.B) {
 			s.add(d.A, d.B, true)
 		}
@@ -740,20 +746,12 @@ func (pl *fabricPlan) holdsUp(d Pair) bool {
 }
 
 // unconfirmed tells whether pair d was measured alone once, or twice with
-// the two more than 5% apart, as standsOut counts them (pairValue keeps
-// the faster of two; on racks32, 2.63 then 2.39 MB/s between two 2.5
-// MB/s NICs held the sender's estimate up, and its pairs were measured
-// one a step).
+// the two more than 5% apart (pairValue keeps the faster of two; on
+// racks32, 2.63 then 2.39 MB/s between two 2.5 MB/s NICs held the
+// sender's estimate up, and its pairs were measured one a step).
 func (pl *fabricPlan) unconfirmed(d Pair) bool {
 	ms := pl.meas[d]
 	return len(ms) == 1 || len(ms) == 2 && max(ms[0], ms[1]) > 1.05*min(ms[0], ms[1])
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Done records the rates of the step Next returned last: each flow's,
@@ -950,20 +948,12 @@ func (pl *fabricPlan) topOut(i int) (Pair, bool) {
 }
 
 // standsOut tells whether best, a rank's best pair of pairs, stands more
-// than 5% above every other pair of the rank that was measured, on one
-// measurement or on two more than 5% apart (pairValue takes the faster
-// of two: noise slows flows, but a refilled token bucket speeds one up).
+// than 5% above every other pair of the rank that was measured, while
+// unconfirmed (one measurement, or two more than 5% apart: pairValue
+// takes the faster of two, and noise slows flows but a refilled token
+// bucket speeds one up).
 func (pl *fabricPlan) standsOut(best Pair, pairs []Pair) bool {
-	if best.A < 0 {
-		return false
-	}
-	switch ms := pl.meas[best]; len(ms) {
-	case 1:
-	case 2:
-		if max(ms[0], ms[1]) <= 1.05*min(ms[0], ms[1]) {
-			return false
-		}
-	default:
+	if best.A < 0 || !pl.unconfirmed(best) {
 		return false
 	}
 	second := pl.second(best, pairs)

@@ -1014,19 +1014,27 @@ func carried(elapsed []float64, x *collective.Exchange, from, to []int, start fl
 	return best
 }
 
-// measureRound is what the flows of x carried each way across cut in a
-// round whose ranks took elapsed and received arrivals.
-func measureRound(elapsed []float64, arrivals [][]chunkArrival, x *collective.Exchange, f *collective.Fabric, cut *CutProbe, offsets []float64) CutRound {
+// measureRound is what the flows of x carried each way across cut (A to
+// B, then B to A) in a round whose ranks took elapsed and received
+// arrivals; starts are the two directions' start-ups (cutStarts).
+func measureRound(elapsed []float64, arrivals [][]chunkArrival, x *collective.Exchange, f *collective.Fabric, cut *CutProbe, starts [2]float64, offsets []float64) CutRound {
 	return CutRound{
-		Carried: [2]float64{carried(elapsed, x, cut.A, cut.B, firstStart(f, cut.A, cut.B), f.In), carried(elapsed, x, cut.B, cut.A, firstStart(f, cut.B, cut.A), f.In)},
+		Carried: [2]float64{carried(elapsed, x, cut.A, cut.B, starts[0], f.In), carried(elapsed, x, cut.B, cut.A, starts[1], f.In)},
 		Steady:  [2]float64{steadyRate(arrivals, cut.B, offsets), steadyRate(arrivals, cut.A, offsets)},
 	}
+}
+
+// cutStarts is the shortest start-up of a flow across cut each way (A to
+// B, then B to A).
+func cutStarts(f *collective.Fabric, cut *CutProbe) [2]float64 {
+	return [2]float64{firstStart(f, cut.A, cut.B), firstStart(f, cut.B, cut.A)}
 }
 
 // judgeCut decides, at rank 0, from every rank's time, which directions
 // of the cut a segment limits (the last arrival over Threshold times the
 // NIC bound), and encodes the result for the others; a limited
-// direction's capacity is what the flows of x carried across (carried).
+// direction's capacity is the most the round shows it carried
+// (CutRound.best).
 // The segment is between cut.A and rest (the ranks not in A; cut.B is the
 // part of them the flows went to). A direction not limited by a segment
 // gets the capacity the NICs of A and rest could feed it: then it never
@@ -1041,11 +1049,11 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.
 	cut.Elapsed = inTest(elapsed, cut)
 	cut.Threshold = segmentThreshold(cut.Paced)
 	found := false
-	round := measureRound(elapsed, arrivals, x, f, cut, offsets)
+	starts := cutStarts(f, cut)
+	round := measureRound(elapsed, arrivals, x, f, cut, starts, offsets)
 	cut.Rounds = append(cut.Rounds, round)
-	capOf := func(t float64, from, to []int, feedAll float64, dir int) float64 {
-		start := firstStart(f, from, to)
-		if t > cut.Threshold*cut.Bound && t > start {
+	capOf := func(t, feedAll float64, dir int) float64 {
+		if t > cut.Threshold*cut.Bound && t > starts[dir] {
 			if c := round.best(dir); c > 0 {
 				found = true
 				return min(c, feedAll)
@@ -1054,8 +1062,8 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.
 		return feedAll
 	}
 	seg := collective.Segment{Name: "cut", A: cut.A, B: rest}
-	seg.AB = capOf(cut.AB, cut.A, cut.B, feed(f, cut.A, rest), 0)
-	seg.BA = capOf(cut.BA, cut.B, cut.A, feed(f, rest, cut.A), 1)
+	seg.AB = capOf(cut.AB, feed(f, cut.A, rest), 0)
+	seg.BA = capOf(cut.BA, feed(f, rest, cut.A), 1)
 	var segs []collective.Segment
 	if found {
 		segs = []collective.Segment{seg}
@@ -1064,8 +1072,8 @@ func judgeCut(cut *CutProbe, rows [][]byte, f *collective.Fabric, x *collective.
 }
 
 // remeasureCut takes, at rank 0, the capacity of each direction the first
-// round found limited from the next round (the flows of x, carried);
-// rest is the segment's other side, as for judgeCut.
+// round found limited from the next round (the flows of x,
+// CutRound.best); rest is the segment's other side, as for judgeCut.
 func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *collective.Fabric, x *collective.Exchange, rest []int, offsets []float64) ([]byte, error) {
 	elapsed, _, arrivals, err := cutTimes(rows, f.Size())
 	if err != nil {
@@ -1073,7 +1081,7 @@ func remeasureCut(cut *CutProbe, seg collective.Segment, rows [][]byte, f *colle
 	}
 	cut.AB2, cut.BA2 = lastArrival(elapsed, cut.B), lastArrival(elapsed, cut.A)
 	cut.Elapsed2 = inTest(elapsed, cut)
-	round := measureRound(elapsed, arrivals, x, f, cut, offsets)
+	round := measureRound(elapsed, arrivals, x, f, cut, cutStarts(f, cut), offsets)
 	cut.Rounds = append(cut.Rounds, round)
 	if fd := feed(f, cut.A, rest); seg.AB < fd {
 		if c := round.best(0); c > 0 {
