@@ -326,6 +326,17 @@ func TestCapacity(t *testing.T) {
 	require.Equal(t, 44.0, capacity(rounds, 1), "no steady rate: what the rounds carried")
 	rounds[0].Steady[0], rounds[2].Steady[0] = 45, 47
 	require.Equal(t, 52.0, capacity(rounds, 0), "a lower bound stands")
+	// A round whose flows stalled while the window was measured: its
+	// steady rate is far below what it carried, and is left out.
+	stalled := []CutRound{
+		{Carried: [2]float64{40, 46}, Steady: [2]float64{46, 49}},
+		{Carried: [2]float64{35, 33}, Steady: [2]float64{17, 19}},
+	}
+	require.Equal(t, 46.0, capacity(stalled, 0))
+	require.Equal(t, 49.0, capacity(stalled, 1))
+	require.Equal(t, 35.0, stalled[1].best(0), "a stalled round shows what it carried")
+	stalled[1].Steady[0] = 24
+	require.Equal(t, 40.0, capacity(stalled, 0), "within 1.5 times: kept; the mean (35) is below what the first round carried")
 }
 
 // TestCutTimesArrivals: rows carry each rank's chunks; a row cut short or
