@@ -87,6 +87,11 @@ const irregular = 1.3
 // by its other end.
 const settleTol = 1.1
 
+// settleSure: a flow slower by this factor than its far end reaches with
+// others shows, alone, that its near end limited it (beyond the noise
+// of two flows, which may be settleTol apart).
+const settleSure = 1.2
+
 // step collects the flows of one step under its rules.
 type step struct {
 	p                 *fabricPlan
@@ -249,8 +254,13 @@ func (pl *fabricPlan) settledOut(i int) bool {
 
 // limited tells whether a rank's estimate best (from its pairs, the
 // other end of each able to do far) is confirmed (top) and was reached
-// by a flow, measured alone, whose other end could do settleTol more:
-// the rank limited it. (A flow of a fan-out that looked limited by its
+// by a flow, measured alone, whose other end could do more: the rank
+// limited it. The other end must show settleSure more, or two other
+// ends settleTol more each: a gap of 10% is within the noise of two
+// flows (on racks32 a 400 Mbit/s sender's flow into a 100 Mbit/s NIC, 5%
+// low, against a flow into that NIC 5% high, settled the sender's egress
+// at 11.7 MB/s, and every pair from it to a fast receiver came out at a
+// quarter of its rate). (A flow of a fan-out that looked limited by its
 // receiver may have got less than its share from TCP alone: on racks32
 // a 200 Mbit/s receiver's pairs came out at half their rate, settled by
 // such a flow.)
@@ -258,9 +268,19 @@ func (pl *fabricPlan) limited(pairs []Pair, best float64, far func(Pair) float64
 	if _, ok := pl.top(pairs); !ok {
 		return false
 	}
+	witnesses := 0 // the pairs (one per other end) that show settleTol
 	for _, d := range pairs {
-		if r := pl.obs[d]; r > 0 && pl.times[d] > 0 && far(d) >= settleTol*r && r*1.05 >= best {
+		r := pl.obs[d]
+		if r <= 0 || pl.times[d] == 0 || r*1.05 < best {
+			continue
+		}
+		switch f := far(d); {
+		case f >= settleSure*r:
 			return true
+		case f >= settleTol*r:
+			if witnesses++; witnesses == 2 {
+				return true
+			}
 		}
 	}
 	return false
