@@ -12,8 +12,8 @@ import (
 )
 
 // shapedModel returns the hosts of a topology in order, the bandwidth
-// matrix its shaping allows (B/s), and one segment per backbone at TCP's
-// 95.5% of its rate, as a perfect probe would find them.
+// matrix its shaping allows and one segment per backbone (B/s), each at
+// what TCP carries of its rate, as a perfect probe would find them.
 func shapedModel(t *testing.T, topo *netlab.Topology) ([]string, [][]float64, []collective.Segment) {
 	t.Helper()
 	var hosts []string
@@ -27,7 +27,7 @@ func shapedModel(t *testing.T, topo *netlab.Topology) ([]string, [][]float64, []
 			if i != j {
 				r, err := topo.ExpectedRate(a, b)
 				require.NoError(t, err)
-				bw[i][j] = r * 1e6 / 8
+				bw[i][j] = r * 1e6 / 8 * tcpCarries
 			}
 		}
 	}
@@ -42,7 +42,7 @@ func shapedModel(t *testing.T, topo *netlab.Topology) ([]string, [][]float64, []
 				s.B = append(s.B, r)
 			}
 		}
-		s.AB = bb.Rate * 1e6 / 8 * 0.955
+		s.AB = bb.Rate * 1e6 / 8 * tcpCarries
 		s.BA = s.AB
 		segs = append(segs, s)
 	}
