@@ -336,7 +336,15 @@ func TestCapacity(t *testing.T) {
 	require.Equal(t, 49.0, capacity(stalled, 1))
 	require.Equal(t, 35.0, stalled[1].best(0), "a stalled round shows what it carried")
 	stalled[1].Steady[0] = 24
-	require.Equal(t, 40.0, capacity(stalled, 0), "within 1.5 times: kept; the mean (35) is below what the first round carried")
+	require.Equal(t, 40.0, capacity(stalled, 0), "within 1.5 times: kept; the median (35) is below what the first round carried")
+	// Three rounds: the median leaves out one that read high.
+	high := []CutRound{
+		{Carried: [2]float64{44, 43}, Steady: [2]float64{48, 44}},
+		{Carried: [2]float64{46, 41}, Steady: [2]float64{60, 58}},
+		{Carried: [2]float64{46, 47}, Steady: [2]float64{44, 39}},
+	}
+	require.Equal(t, 48.0, capacity(high, 0))
+	require.Equal(t, 47.0, capacity(high, 1), "the median (44) is below what a round carried")
 }
 
 // TestCutTimesArrivals: rows carry each rank's chunks; a row cut short or
