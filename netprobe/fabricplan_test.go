@@ -552,3 +552,21 @@ func TestFabricPlanNoisySettle(t *testing.T) {
 		}
 	}
 }
+
+// TestFabricPlanNICRates: rank 0's flows to three faster receivers read
+// 2.68 (a token bucket's burst), 2.39 and 2.41 MB/s; the plan's estimate
+// is the fastest, the pair rates take the median of the three. Rank 1
+// limited only two flows (to ranks 2 and 3; its flow to 0 met 0's
+// ingress): it keeps its fastest.
+func TestFabricPlanNICRates(t *testing.T) {
+	pl := newFabricPlan(4, make([]int, 4), Config{})
+	items := []flowItem{{A: 0, B: 1}, {A: 0, B: 2}, {A: 0, B: 3}, {A: 2, B: 1}, {A: 3, B: 2}, {A: 2, B: 3}, {A: 1, B: 2}, {A: 1, B: 3}, {A: 1, B: 0}, {A: 3, B: 0}}
+	pl.Done(items, []float64{2.68e6, 2.39e6, 2.41e6, 12e6, 12e6, 12e6, 5.4e6, 5.0e6, 3e6, 3e6}, nil)
+	require.Equal(t, 2.68e6, pl.out[0], "the plan goes by the fastest flow")
+	m := pl.Rates()
+	for _, j := range []int{1, 2, 3} {
+		require.Equal(t, 2.41e6, m[0][j], "0->%d: the median of the flows 0 limited", j)
+	}
+	require.Equal(t, 5.4e6, m[1][2], "two flows: the fastest")
+	require.Equal(t, 3e6, m[1][0], "0's ingress")
+}
