@@ -367,3 +367,14 @@ func TestCutTimesArrivals(t *testing.T) {
 	_, _, _, err = cutTimes(rows, 2)
 	require.ErrorIs(t, err, ErrProtocol)
 }
+
+// TestSegmentBinds: a segment measured within 10% of what the NICs feed
+// it, both ways, is none (a noisy first round found it); one that limits
+// either direction by more stays.
+func TestSegmentBinds(t *testing.T) {
+	seg := collective.Segment{AB: 54.9, BA: 60.2}
+	require.False(t, segmentBinds(seg, 59.7, 59.7), "0.92 and 1.0 of the feed")
+	seg.AB = 50
+	require.True(t, segmentBinds(seg, 59.7, 59.7), "0.84 of the feed one way")
+	require.True(t, segmentBinds(collective.Segment{AB: 60, BA: 28}, 60, 60), "an uplink at half the feed back")
+}
