@@ -250,35 +250,51 @@ func (pl *fabricPlan) ring() []flowItem {
 // limited it.
 func (pl *fabricPlan) settledOut(i int) bool {
 	return cached(&pl.setOut[i], func() bool {
-		return pl.fanSettled(i) || pl.limited(pl.outs[i], pl.out[i], func(d Pair) float64 { return pl.sure(d.B, pl.in, pl.ins, pl.inLow) })
+		return pl.fanSettled(i) || pl.limited(pl.outs[i], pl.out[i], pl.farIn)
 	})
 }
 
+// farIn is what the receiver of pair d takes from others, as far as more
+// than one flow shows it (sure).
+func (pl *fabricPlan) farIn(d Pair) float64 { return pl.sure(d.B, pl.in, pl.ins, pl.inLow) }
+
+// farOut is what the sender of pair d sends to others (sure).
+func (pl *fabricPlan) farOut(d Pair) float64 { return pl.sure(d.A, pl.out, pl.outs, nil) }
+
 // limited tells whether a rank's estimate best (from its pairs, the
-// other end of each able to do far) is confirmed (top) and was reached
-// by a flow, measured alone, whose other end could do more: the rank
-// limited it. The other end must show settleSure more, or two other
-// ends settleTol more each: a gap of 10% is within the noise of two
-// flows (on racks32 a 400 Mbit/s sender's flow into a 100 Mbit/s NIC, 5%
-// low, against a flow into that NIC 5% high, settled the sender's egress
-// at 11.7 MB/s, and every pair from it to a fast receiver came out at a
-// quarter of its rate). (A flow of a fan-out that looked limited by its
-// receiver may have got less than its share from TCP alone: on racks32
-// a 200 Mbit/s receiver's pairs came out at half their rate, settled by
-// such a flow.)
-//
-// Or nicFlows flows the rank limited (their other ends could do
-// settleTol more) came within nicNear of best, not reaching it: their
-// median is the rank's rate (nicRates), and best a pair of its own that
-// read fast. On racks32 a 50 Mbit/s sender's flow into a 50 Mbit/s
-// receiver read 6.46 MB/s twice, while its flows to faster receivers read
-// 5.9-6.1: none came within 5% of 6.46, and its pairs were measured one a
-// step, 12 steps more (9.9 s).
+// other end of each able to do far) is confirmed (top) and the rank's
+// flows show that it limits them (limitedFlows).
 func (pl *fabricPlan) limited(pairs []Pair, best float64, far func(Pair) float64) bool {
 	if _, ok := pl.top(pairs); !ok {
 		return false
 	}
-	witnesses, near := 0, 0 // the pairs (one per other end) that show settleTol, at best or near it
+	near, settles := pl.limitedFlows(pairs, best, far, nil)
+	return settles || len(near) >= nicFlows
+}
+
+// limitedFlows returns the rates of a rank's flows, measured alone, that
+// it limited (their other end, far, could do settleTol more) and that
+// came within nicNear of its best (appended to buf), and whether one of
+// them at its best (within 5%) shows the rank's limit: its other end
+// could do settleSure more, or two such other ends settleTol more each.
+// A gap of 10% is within the noise of two flows: on racks32 a 400
+// Mbit/s sender's flow into a 100 Mbit/s NIC, 5% low, against a flow
+// into that NIC 5% high, settled the sender's egress at 11.7 MB/s, and
+// every pair from it to a fast receiver came out at a quarter of its
+// rate. (A flow of a fan-out that looked limited by its receiver may
+// have got less than its share from TCP alone: on racks32 a 200 Mbit/s
+// receiver's pairs came out at half their rate, settled by such a
+// flow.)
+//
+// nicFlows flows near the best settle the rank too, not reaching it:
+// their median is the rank's rate (nicRates), and best a pair of its own
+// that read fast. On racks32 a 50 Mbit/s sender's flow into a 50 Mbit/s
+// receiver read 6.46 MB/s twice, while its flows to faster receivers read
+// 5.9-6.1: none came within 5% of 6.46, and its pairs were measured one a
+// step, 12 steps more (9.9 s).
+func (pl *fabricPlan) limitedFlows(pairs []Pair, best float64, far func(Pair) float64, buf []float64) (near []float64, settles bool) {
+	near = buf[:0]
+	witnesses := 0
 	for _, d := range pairs {
 		r := pl.obs[d]
 		if r <= 0 || pl.times[d] == 0 || r*nicNear < best {
@@ -288,20 +304,17 @@ func (pl *fabricPlan) limited(pairs []Pair, best float64, far func(Pair) float64
 		if f < settleTol*r {
 			continue
 		}
-		if near++; near == nicFlows {
-			return true
-		}
+		near = append(near, r)
 		if r*1.05 < best {
 			continue
 		}
 		if f >= settleSure*r {
-			return true
-		}
-		if witnesses++; witnesses == 2 {
-			return true
+			settles = true
+		} else if witnesses++; witnesses == 2 {
+			settles = true
 		}
 	}
-	return false
+	return near, settles
 }
 
 // cached returns f(), computed once until *c is cleared (Done).
@@ -338,7 +351,7 @@ func (pl *fabricPlan) fanSettled(i int) bool {
 // settledIn is settledOut for rank j's ingress.
 func (pl *fabricPlan) settledIn(j int) bool {
 	return cached(&pl.setIn[j], func() bool {
-		return pl.limited(pl.ins[j], pl.in[j], func(d Pair) float64 { return pl.sure(d.A, pl.out, pl.outs, nil) })
+		return pl.limited(pl.ins[j], pl.in[j], pl.farOut)
 	})
 }
 
@@ -1053,39 +1066,30 @@ func (pl *fabricPlan) Rates() [][]float64 {
 }
 
 // nicRates returns each rank's egress and ingress for the pair rates. A
-// rank with three flows or more measured alone that it limited (their
-// far end took settleTol more from others) and that came within
-// nicNear of its best gets their median; the others keep their
-// estimate, the fastest flow. The plan's rules go by the fastest: a NIC
-// is known once one flow shows it, and noise on a busy machine slows
-// flows. But a token bucket's burst speeds up flows of slow NICs, by up
-// to 12% on racks32 (a 16 kB bucket on each side against a 60 ms
-// transfer at 20 to 50 Mbit/s), and the fastest of several is the one it
-// sped up most. Replayed on the flows of 179 recorded racks32 probes,
-// the median took the probes with a pair over 10% off from 27 to 18: 18
-// NIC estimates came within 10% of their shaping, 2 left it (a 100 and
-// a 200 Mbit/s NIC, 0.91 and 0.90 of it).
+// rank with nicFlows flows or more that it limited near its best
+// (limitedFlows, the flows that settle it) gets their median; the others
+// keep their estimate, the fastest flow. The plan's rules go by the
+// fastest: a NIC is known once one flow shows it, and noise on a busy
+// machine slows flows. But a token bucket's burst speeds up flows of slow
+// NICs, by up to 12% on racks32 (a 16 kB bucket on each side against a
+// 60 ms transfer at 20 to 50 Mbit/s), and the fastest of several is the
+// one it sped up most. Replayed on the flows of 179 recorded racks32
+// probes, the median took the probes with a pair over 10% off from 27 to
+// 18: 18 NIC estimates came within 10% of their shaping, 2 left it (a
+// 100 and a 200 Mbit/s NIC, 0.91 and 0.90 of it).
 func (pl *fabricPlan) nicRates() (out, in []float64) {
 	out, in = slices.Clone(pl.out), slices.Clone(pl.in)
 	var buf []float64
-	// limitedBy is the median of the rates of pairs (of rank r) measured
-	// alone whose far end (far) could take settleTol more and that came
-	// within nicNear of best, or best if fewer than three did.
-	limitedBy := func(pairs []Pair, best float64, far func(Pair) float64) float64 {
-		buf = buf[:0]
-		for _, d := range pairs {
-			if v := pl.obs[d]; pl.times[d] > 0 && v*nicNear >= best && far(d) >= settleTol*v {
-				buf = append(buf, v)
-			}
-		}
+	median := func(pairs []Pair, best float64, far func(Pair) float64) float64 {
+		buf, _ = pl.limitedFlows(pairs, best, far, buf)
 		if len(buf) < nicFlows {
 			return best
 		}
 		return collective.Median(buf)
 	}
 	for r := range pl.n {
-		out[r] = limitedBy(pl.outs[r], pl.out[r], func(d Pair) float64 { return pl.in[d.B] })
-		in[r] = limitedBy(pl.ins[r], pl.in[r], func(d Pair) float64 { return pl.out[d.A] })
+		out[r] = median(pl.outs[r], pl.out[r], pl.farIn)
+		in[r] = median(pl.ins[r], pl.in[r], pl.farOut)
 	}
 	return out, in
 }
