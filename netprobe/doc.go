@@ -39,7 +39,10 @@
 //     fan's fastest shows its receiver's ingress. Those steps go on
 //     (up to 12) while more pairs are in doubt than twice the ranks;
 //   - pair rates: min(egress of i, ingress of j), or the pair's own flow
-//     where it was measured clearly slower; a pair is measured itself when
+//     where it was measured clearly slower; for the rates a rank with
+//     three or more flows it limited near its best has the median of them
+//     as its NIC, not the fastest (which a token bucket's burst may have
+//     sped up; nicRates); a pair is measured itself when
 //     that inference is in doubt (the smaller side of the minimum is not
 //     known exactly, an estimate rests on one flow, or its ends showed
 //     flows much slower than their NICs).
@@ -109,7 +112,9 @@
 // and a direction's capacity is the more of what crossed by the time all
 // but an eighth of its receivers were done (the most of any round) and
 // what crossed while every flow ran (the arrivals on rank 0's clock,
-// from an eighth of the bytes to half; the mean of the rounds). The
+// from an eighth of the bytes to half; the median of the rounds). A
+// segment so measured within 10% of what the NICs on its two sides feed
+// it, both ways, is dropped (a noisy first round found it). The
 // segments go into the model's Segments and every test into
 // [Result].Cuts ([CutProbe], with each round's two measures).
 //
